@@ -1,0 +1,194 @@
+//! Types shared by the BPF programs and the userspace: every record that crosses the ring
+//! buffer starts with an [`EventHeader`] whose `kind` says which struct follows.
+//!
+//! Layout rules: `#[repr(C)]`, fixed-size fields, explicit padding, no pointers. Variable-length
+//! data (argv, paths) sits in a tail after the fixed part; the fixed part says how long it is.
+#![no_std]
+
+/// Bytes of argv kept per exec. Longer argv is cut here and marked `ARGV_TRUNCATED`.
+pub const ARGV_MAX: usize = 32 * 1024;
+/// Bytes of one resolved path (its components, leaf first, each ended by a NUL).
+pub const PATH_MAX: usize = 4096;
+/// Bytes of the file name given to execve, as the kernel saw it.
+pub const FILENAME_MAX: usize = 512;
+/// How many components a path walk follows before it gives up and marks the path cut.
+pub const PATH_DEPTH: u32 = 64;
+
+/// Flags in [`ExecEvent::flags`], [`FileEvent::flags`].
+pub const ARGV_TRUNCATED: u32 = 1 << 0;
+pub const CWD_TRUNCATED: u32 = 1 << 1;
+pub const PATH_TRUNCATED: u32 = 1 << 2;
+pub const NEW_PATH_TRUNCATED: u32 = 1 << 3;
+
+/// What follows the header. The numbers are fixed: logs and tests depend on them.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Fork = 1,
+    Exec = 2,
+    Exit = 3,
+    FileOpen = 4,
+    Unlink = 5,
+    Rename = 6,
+}
+
+/// Number of event kinds plus one: the size of the per-kind drop counter array.
+pub const KIND_SLOTS: u32 = 8;
+
+impl EventKind {
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Fork,
+            2 => Self::Exec,
+            3 => Self::Exit,
+            4 => Self::FileOpen,
+            5 => Self::Unlink,
+            6 => Self::Rename,
+            _ => return None,
+        })
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Fork => "fork",
+            Self::Exec => "exec",
+            Self::Exit => "exit",
+            Self::FileOpen => "file_open",
+            Self::Unlink => "unlink",
+            Self::Rename => "rename",
+        }
+    }
+
+    /// Size of the fixed part of this kind's record (the tail, if any, follows it).
+    /// Every kind is matched without a `_` arm, so a new kind that is not handled fails to build.
+    pub const fn fixed_size(self) -> usize {
+        match self {
+            Self::Fork => core::mem::size_of::<ForkEvent>(),
+            Self::Exec => core::mem::size_of::<ExecEvent>(),
+            Self::Exit => core::mem::size_of::<ExitEvent>(),
+            Self::FileOpen => core::mem::size_of::<FileEvent>(),
+            Self::Unlink => core::mem::size_of::<FileEvent>(),
+            Self::Rename => core::mem::size_of::<FileEvent>(),
+        }
+    }
+}
+
+/// Starts every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventHeader {
+    pub kind: u32,
+    /// Thread group id (the process id users see) of the task the event is about.
+    pub tgid: u32,
+    /// Thread id of the task that caused the event.
+    pub pid: u32,
+    pub _pad: u32,
+    /// `bpf_ktime_get_boot_ns()` when the probe ran.
+    pub ktime_ns: u64,
+    /// Start time (boot clock, ns) of the thread group leader: with `tgid` it names one
+    /// process even when pids are reused.
+    pub start_ns: u64,
+}
+
+/// A new process (not a new thread) whose parent is traced.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ForkEvent {
+    pub header: EventHeader,
+    pub child_tgid: u32,
+    pub _pad: u32,
+    pub child_start_ns: u64,
+}
+
+/// A traced process ran execve. Tail: `cwd_len` bytes of cwd path components (leaf first,
+/// each ended by NUL), then `argv_len` bytes of argv (each argument ended by NUL).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecEvent {
+    pub header: EventHeader,
+    pub ppid: u32,
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub cgroup_id: u64,
+    pub netns: u32,
+    pub mntns: u32,
+    pub pidns: u32,
+    pub userns: u32,
+    pub flags: u32,
+    pub filename_len: u32,
+    pub cwd_len: u32,
+    pub argv_len: u32,
+    /// Length of the whole argv area in the new process (larger than `argv_len` when cut).
+    pub argv_full_len: u32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+    pub filename: [u8; FILENAME_MAX],
+}
+
+/// Space after [`ExecEvent`] for its tail.
+pub const EXEC_TAIL: usize = PATH_MAX + ARGV_MAX;
+
+/// The last thread of a traced process exited.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExitEvent {
+    pub header: EventHeader,
+    /// `task->exit_code`: `status << 8` for exit(status), the signal number for a kill.
+    pub exit_code: u32,
+    pub _pad: u32,
+}
+
+/// How the file event's path was obtained.
+pub const PATH_FROM_FILE: u32 = 1;
+/// Directory part from the kernel (dirfd or cwd), last part from the syscall argument.
+pub const PATH_FROM_DIR_AND_NAME: u32 = 2;
+
+/// An open (from the `struct file`), unlink or rename by a traced process.
+/// Tail: `path_len` bytes, then `new_path_len` bytes (rename only). A path is either
+/// components leaf first each ended by NUL (`PATH_FROM_FILE`), or for
+/// `PATH_FROM_DIR_AND_NAME` the directory's components, then a NUL, then the name as given.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FileEvent {
+    pub header: EventHeader,
+    /// Superblock magic of the file's filesystem (0 when unknown).
+    pub magic: u64,
+    pub ino: u64,
+    /// Kernel `dev_t` of the superblock (major << 20 | minor).
+    pub dev: u32,
+    /// Open flags as the caller passed them (O_CREAT, O_TRUNC, O_WRONLY, …).
+    pub open_flags: u32,
+    /// `file->f_mode` (FMODE_* bits).
+    pub f_mode: u32,
+    pub flags: u32,
+    pub path_kind: u32,
+    pub path_len: u32,
+    pub new_path_kind: u32,
+    pub new_path_len: u32,
+    /// Syscall result for unlink/rename (0 or -errno); 0 for opens (only successes are sent).
+    pub result: i32,
+    pub _pad: u32,
+}
+
+/// Space after [`FileEvent`] for its tail: two paths of `PATH_MAX + NAME_MAX`.
+pub const FILE_TAIL: usize = 2 * (PATH_MAX + 256 + 256);
+
+/// Scratch space a probe assembles a record in before it copies the used part to the ring.
+pub const SCRATCH_SIZE: usize = 48 * 1024;
+
+/// Names of the globals the userspace sets at load time.
+pub mod globals {
+    /// 1 when only processes under one cgroup (container mode) are traced.
+    pub const CGROUP_SCOPE: &str = "CGROUP_SCOPE";
+}
+
+#[cfg(feature = "user")]
+mod user {
+    use super::*;
+    unsafe impl aya::Pod for EventHeader {}
+    unsafe impl aya::Pod for ForkEvent {}
+    unsafe impl aya::Pod for ExecEvent {}
+    unsafe impl aya::Pod for ExitEvent {}
+    unsafe impl aya::Pod for FileEvent {}
+}

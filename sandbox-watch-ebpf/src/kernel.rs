@@ -1,0 +1,31 @@
+//! The C shim (`c/kernel.c`): kernel struct reads with CO-RE relocations. See that file.
+use core::ffi::c_void;
+
+pub type Ptr = *const c_void;
+
+unsafe extern "C" {
+    pub fn sw_task_tgid(task: Ptr) -> u32;
+    pub fn sw_task_ppid(task: Ptr) -> u32;
+    pub fn sw_task_start_ns(task: Ptr) -> u64;
+    pub fn sw_task_own_start_ns(task: Ptr) -> u64;
+    pub fn sw_task_netns(task: Ptr) -> u32;
+    pub fn sw_task_mntns(task: Ptr) -> u32;
+    pub fn sw_task_pidns(task: Ptr) -> u32;
+    pub fn sw_task_userns(task: Ptr) -> u32;
+    pub fn sw_task_euid(task: Ptr) -> u32;
+    pub fn sw_task_live_threads(task: Ptr) -> i32;
+    pub fn sw_task_exit_code(task: Ptr) -> u32;
+    pub fn sw_task_arg_start(task: Ptr) -> u64;
+    pub fn sw_task_arg_end(task: Ptr) -> u64;
+    pub fn sw_task_cwd(task: Ptr, buf: *mut u8) -> u32;
+    pub fn sw_task_fd_file(task: Ptr, fd: u32) -> Ptr;
+    pub fn sw_bprm_filename(bprm: Ptr) -> *const u8;
+    pub fn sw_file_path(file: Ptr, buf: *mut u8) -> u32;
+    pub fn sw_file_magic(file: Ptr) -> u64;
+    pub fn sw_file_dev(file: Ptr) -> u32;
+    pub fn sw_file_ino(file: Ptr) -> u64;
+    pub fn sw_file_mode(file: Ptr) -> u32;
+}
+
+/// Set in the length a path walk returns when the path was cut.
+pub const WALK_TRUNCATED: u32 = 1 << 31;

@@ -1,0 +1,142 @@
+//! The kernel side of sandbox-watch: follows one set of processes (the traced tgids, or one
+//! cgroup) and sends what they do through a ring buffer.
+//!
+//! Untraced tasks cost one hash lookup per probe (`is_traced`). Records are assembled in a
+//! per-CPU scratch area and copied to the ring at their used length; a record that does not fit
+//! is counted in `DROPS` (per kind) so the userspace can report it.
+#![no_std]
+#![no_main]
+
+mod kernel;
+mod probes;
+
+use aya_ebpf::{
+    helpers::generated::{
+        bpf_get_current_ancestor_cgroup_id, bpf_get_current_pid_tgid, bpf_get_current_task,
+        bpf_get_smp_processor_id, bpf_ktime_get_boot_ns, bpf_ringbuf_output,
+    },
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
+};
+use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE};
+
+/// Thread group ids being followed. Userspace seeds it; forks add, group exits remove.
+#[map]
+static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
+
+/// Every record for the userspace. Its size is set at load time (`--ring-buffer`).
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
+
+/// Records that did not fit in `EVENTS`, per event kind.
+#[map]
+static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
+
+#[repr(C)]
+pub struct Scratch {
+    pub bytes: [u8; SCRATCH_SIZE],
+}
+
+/// One scratch area per CPU (a plain array: per-CPU values are limited to 32 KiB). The loader
+/// sets max_entries to the number of possible CPUs.
+#[map]
+static SCRATCH: Array<Scratch> = Array::with_max_entries(1, 0);
+
+/// Container mode: trace every task whose cgroup at `CGROUP_LEVEL` is `CGROUP_ID`
+/// (0 = off). Set by the loader.
+#[unsafe(no_mangle)]
+static CGROUP_ID: u64 = 0;
+#[unsafe(no_mangle)]
+static CGROUP_LEVEL: u32 = 0;
+
+#[inline(always)]
+pub fn current_tgid() -> u32 {
+    (unsafe { bpf_get_current_pid_tgid() } >> 32) as u32
+}
+
+#[inline(always)]
+pub fn current_task() -> *const core::ffi::c_void {
+    unsafe { bpf_get_current_task() as *const core::ffi::c_void }
+}
+
+/// Whether the current task is followed. In container mode a task found in the container's
+/// cgroup is added to `TRACED`, so it is followed from its first event there.
+#[inline(always)]
+pub fn is_traced(tgid: u32) -> bool {
+    if unsafe { TRACED.get(&tgid) }.is_some() {
+        return true;
+    }
+    let id = unsafe { core::ptr::read_volatile(&CGROUP_ID) };
+    if id == 0 {
+        return false;
+    }
+    let level = unsafe { core::ptr::read_volatile(&CGROUP_LEVEL) };
+    if unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) } != id {
+        return false;
+    }
+    let _ = TRACED.insert(&tgid, &1, 0);
+    true
+}
+
+pub fn trace(tgid: u32) {
+    let _ = TRACED.insert(&tgid, &1, 0);
+}
+
+pub fn untrace(tgid: u32) {
+    let _ = TRACED.remove(&tgid);
+}
+
+/// This CPU's scratch area.
+#[inline(always)]
+pub fn scratch() -> Option<*mut u8> {
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    SCRATCH.get_ptr_mut(cpu).map(|s| s.cast::<u8>())
+}
+
+#[inline(always)]
+pub fn header(kind: EventKind, tgid: u32, start_ns: u64) -> EventHeader {
+    EventHeader {
+        kind: kind as u32,
+        tgid,
+        pid: unsafe { bpf_get_current_pid_tgid() } as u32,
+        _pad: 0,
+        ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
+        start_ns,
+    }
+}
+
+/// Copies `len` bytes of the record at `data` (in scratch or on the stack) to the ring, or
+/// counts it as dropped.
+#[inline(always)]
+pub fn submit(kind: EventKind, data: *const u8, len: usize) {
+    let len = len & (SCRATCH_SIZE - 1);
+    let ret = unsafe {
+        bpf_ringbuf_output(
+            (&raw const EVENTS).cast_mut().cast(),
+            data.cast_mut().cast(),
+            len as u64,
+            0,
+        )
+    };
+    if ret < 0
+        && let Some(count) = DROPS.get_ptr_mut(kind as u32)
+    {
+        unsafe { *count += 1 };
+    }
+}
+
+/// Sends a fixed-size record from the stack.
+#[inline(always)]
+pub fn submit_value<T>(kind: EventKind, value: &T) {
+    submit(kind, (value as *const T).cast(), core::mem::size_of::<T>());
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,357 @@
+//! File opens, deletes and renames.
+//!
+//! Opens come from one of two hooks, chosen by the loader:
+//! - `fentry/security_file_open(struct file *file)`: every open, io_uring's included;
+//! - where fentry is refused, the syscall tracepoints `sys_enter_open{,at,at2}`/`creat` (which
+//!   keep the flags) and their `sys_exit_*` (which take the `struct file` from the fd table).
+//!   They cannot see opens made without those syscalls (io_uring).
+//!
+//! Deletes and renames use the syscall tracepoints `unlink{,at}`, `rmdir`, `rename{,at,at2}`:
+//! the directory comes from the kernel (dirfd or cwd), the last part from the argument.
+//!
+//! Syscall tracepoint records are `struct syscall_trace_enter { struct trace_entry ent; int nr;
+//! unsigned long args[6]; }` and `struct syscall_trace_exit { ...; int nr; long ret; }`: the
+//! arguments and the result start at byte 16 on every kernel since 2.6.33.
+use aya_ebpf::{
+    helpers::generated::{bpf_probe_read_user, bpf_probe_read_user_str},
+    macros::{fentry, map, tracepoint},
+    maps::HashMap,
+    programs::{FEntryContext, TracePointContext},
+};
+use sandbox_watch_common::{
+    EventKind, FileEvent, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX,
+    PATH_TRUNCATED,
+};
+
+use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
+
+const ARG0: usize = 16;
+const RET: usize = 16;
+const AT_FDCWD: i64 = -100;
+const O_WRONLY: u32 = 0o1;
+const O_RDWR: u32 = 0o2;
+const O_CREAT: u32 = 0o100;
+const O_TRUNC: u32 = 0o1000;
+/// `FMODE_WRITE` and `FMODE_CREATED` in `file->f_mode` (include/linux/fs.h).
+const FMODE_WRITE: u32 = 0x2;
+const FMODE_CREATED: u32 = 0x100000;
+/// Bytes kept of a name given to unlink/rename.
+const NAME_MAX: usize = 1024;
+/// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
+const PATH_MASK: u32 = 0x3fff;
+
+/// Arguments of a syscall in flight, from its enter to its exit, by pid_tgid.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Pending {
+    dirfd: i64,
+    name: u64,
+    new_dirfd: i64,
+    new_name: u64,
+    flags: u32,
+    _pad: u32,
+}
+
+#[map]
+static PENDING: HashMap<u64, Pending> = HashMap::with_max_entries(16384, 0);
+
+/// Plain reads already reported, by process and inode, with how many more opens followed.
+/// A value of `u64::MAX` (set by userspace for credential files) means: always report.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ReadKey {
+    tgid: u32,
+    dev: u32,
+    ino: u64,
+}
+
+#[map]
+static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
+
+#[inline(always)]
+fn arg(ctx: &TracePointContext, n: usize) -> u64 {
+    unsafe { ctx.read_at::<u64>(ARG0 + 8 * n) }.unwrap_or(0)
+}
+
+#[inline(always)]
+fn pid_tgid() -> u64 {
+    unsafe { aya_ebpf::helpers::generated::bpf_get_current_pid_tgid() }
+}
+
+fn remember(dirfd: i64, name: u64, new_dirfd: i64, new_name: u64, flags: u32) {
+    if !is_traced(current_tgid()) {
+        return;
+    }
+    let pending = Pending { dirfd, name, new_dirfd, new_name, flags, _pad: 0 };
+    let _ = PENDING.insert(&pid_tgid(), &pending, 0);
+}
+
+fn take() -> Option<Pending> {
+    let key = pid_tgid();
+    let pending = unsafe { PENDING.get(&key) }.copied();
+    if pending.is_some() {
+        let _ = PENDING.remove(&key);
+    }
+    pending
+}
+
+// ---- opens: syscall tracepoints (the fallback) ----
+
+#[tracepoint(category = "syscalls", name = "sys_enter_openat")]
+pub fn sys_enter_openat(ctx: TracePointContext) -> u32 {
+    remember(0, 0, 0, 0, arg(&ctx, 2) as u32);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_open")]
+pub fn sys_enter_open(ctx: TracePointContext) -> u32 {
+    remember(0, 0, 0, 0, arg(&ctx, 1) as u32);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_creat")]
+pub fn sys_enter_creat(_ctx: TracePointContext) -> u32 {
+    remember(0, 0, 0, 0, O_CREAT | O_WRONLY | O_TRUNC);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
+pub fn sys_enter_openat2(ctx: TracePointContext) -> u32 {
+    // openat2(dirfd, path, struct open_how *how, size): how->flags is the first u64.
+    let how = arg(&ctx, 2);
+    let flags = unsafe {
+        let mut v: u64 = 0;
+        bpf_probe_read_user((&raw mut v).cast(), 8, how as *const _);
+        v
+    };
+    remember(0, 0, 0, 0, flags as u32);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_openat")]
+pub fn sys_exit_openat(ctx: TracePointContext) -> u32 {
+    exit_open(&ctx)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_open")]
+pub fn sys_exit_open(ctx: TracePointContext) -> u32 {
+    exit_open(&ctx)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_creat")]
+pub fn sys_exit_creat(ctx: TracePointContext) -> u32 {
+    exit_open(&ctx)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_openat2")]
+pub fn sys_exit_openat2(ctx: TracePointContext) -> u32 {
+    exit_open(&ctx)
+}
+
+#[inline(always)]
+fn exit_open(ctx: &TracePointContext) -> u32 {
+    let Some(pending) = take() else { return 0 };
+    let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
+    if ret < 0 {
+        return 0;
+    }
+    let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
+    if !file.is_null() {
+        report_open(file, pending.flags);
+    }
+    0
+}
+
+// ---- opens: fentry (where the kernel allows it) ----
+
+#[fentry(function = "security_file_open")]
+pub fn security_file_open(ctx: FEntryContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let file: Ptr = ctx.arg(0);
+    // f_flags has lost O_CREAT/O_TRUNC by now; FMODE_CREATED in f_mode says "created".
+    report_open(file, 0);
+    0
+}
+
+/// Sends one open, unless it is a plain read of an inode this process was already reported
+/// reading (then it is only counted).
+#[inline(always)]
+fn report_open(file: Ptr, open_flags: u32) {
+    let tgid = current_tgid();
+    let f_mode = unsafe { sw_file_mode(file) };
+    let dev = unsafe { sw_file_dev(file) };
+    let ino = unsafe { sw_file_ino(file) };
+    let writes = f_mode & (FMODE_WRITE | FMODE_CREATED) != 0
+        || open_flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) != 0;
+    if !writes {
+        let key = ReadKey { tgid, dev, ino };
+        if let Some(count) = READS.get_ptr_mut(&key) {
+            unsafe {
+                if *count != u64::MAX {
+                    *count += 1;
+                    return;
+                }
+            }
+        } else {
+            let _ = READS.insert(&key, &0, 0);
+        }
+    }
+    let Some(base) = scratch() else { return };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    let walked = unsafe { sw_file_path(file, tail) };
+    let path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
+    unsafe {
+        *event = FileEvent {
+            header: header(EventKind::FileOpen, tgid, sw_task_start_ns(current_task())),
+            magic: sw_file_magic(file),
+            ino,
+            dev,
+            open_flags,
+            f_mode,
+            flags: if walked & WALK_TRUNCATED != 0 { PATH_TRUNCATED } else { 0 },
+            path_kind: PATH_FROM_FILE,
+            path_len,
+            ..Default::default()
+        };
+    }
+    submit(EventKind::FileOpen, base, core::mem::size_of::<FileEvent>() + path_len as usize);
+}
+
+// ---- deletes and renames ----
+
+#[tracepoint(category = "syscalls", name = "sys_enter_unlink")]
+pub fn sys_enter_unlink(ctx: TracePointContext) -> u32 {
+    remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_rmdir")]
+pub fn sys_enter_rmdir(ctx: TracePointContext) -> u32 {
+    remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_unlinkat")]
+pub fn sys_enter_unlinkat(ctx: TracePointContext) -> u32 {
+    remember(arg(&ctx, 0) as i32 as i64, arg(&ctx, 1), 0, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_rename")]
+pub fn sys_enter_rename(ctx: TracePointContext) -> u32 {
+    remember(AT_FDCWD, arg(&ctx, 0), AT_FDCWD, arg(&ctx, 1), 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_renameat")]
+pub fn sys_enter_renameat(ctx: TracePointContext) -> u32 {
+    let (olddir, old, newdir, new) = (arg(&ctx, 0), arg(&ctx, 1), arg(&ctx, 2), arg(&ctx, 3));
+    remember(olddir as i32 as i64, old, newdir as i32 as i64, new, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_renameat2")]
+pub fn sys_enter_renameat2(ctx: TracePointContext) -> u32 {
+    let (olddir, old, newdir, new) = (arg(&ctx, 0), arg(&ctx, 1), arg(&ctx, 2), arg(&ctx, 3));
+    remember(olddir as i32 as i64, old, newdir as i32 as i64, new, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_unlink")]
+pub fn sys_exit_unlink(ctx: TracePointContext) -> u32 {
+    exit_path_op(&ctx, EventKind::Unlink)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_rmdir")]
+pub fn sys_exit_rmdir(ctx: TracePointContext) -> u32 {
+    exit_path_op(&ctx, EventKind::Unlink)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_unlinkat")]
+pub fn sys_exit_unlinkat(ctx: TracePointContext) -> u32 {
+    exit_path_op(&ctx, EventKind::Unlink)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_rename")]
+pub fn sys_exit_rename(ctx: TracePointContext) -> u32 {
+    exit_path_op(&ctx, EventKind::Rename)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_renameat")]
+pub fn sys_exit_renameat(ctx: TracePointContext) -> u32 {
+    exit_path_op(&ctx, EventKind::Rename)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_renameat2")]
+pub fn sys_exit_renameat2(ctx: TracePointContext) -> u32 {
+    exit_path_op(&ctx, EventKind::Rename)
+}
+
+#[inline(always)]
+fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
+    let Some(p) = take() else { return 0 };
+    let result = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) as i32;
+    let Some(base) = scratch() else { return 0 };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    let first = dir_and_name(p.dirfd, p.name, tail);
+    let path_len = first & !WALK_TRUNCATED & PATH_MASK;
+    let mut flags = if first & WALK_TRUNCATED != 0 { PATH_TRUNCATED } else { 0 };
+    let mut new_path_len = 0;
+    if kind == EventKind::Rename {
+        let second = dir_and_name(p.new_dirfd, p.new_name, unsafe { tail.add(path_len as usize) });
+        new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
+        if second & WALK_TRUNCATED != 0 {
+            flags |= NEW_PATH_TRUNCATED;
+        }
+    }
+    let tgid = current_tgid();
+    unsafe {
+        *event = FileEvent {
+            header: header(kind, tgid, sw_task_start_ns(current_task())),
+            flags,
+            path_kind: PATH_FROM_DIR_AND_NAME,
+            path_len,
+            new_path_kind: PATH_FROM_DIR_AND_NAME,
+            new_path_len,
+            result,
+            ..Default::default()
+        };
+    }
+    let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
+    submit(kind, base, size);
+    0
+}
+
+/// Writes the directory a `*at` name is relative to (walked from the kernel's own objects;
+/// nothing for an absolute name), a NUL, then the name as the caller gave it.
+#[inline(always)]
+fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
+    let mut first: u8 = 0;
+    unsafe { bpf_probe_read_user((&raw mut first).cast(), 1, name as *const _) };
+    let task = current_task();
+    let mut walked = 0;
+    if first != b'/' {
+        if dirfd == AT_FDCWD {
+            walked = unsafe { sw_task_cwd(task, dst) };
+        } else {
+            let file = unsafe { sw_task_fd_file(task, dirfd as u32) };
+            if !file.is_null() {
+                walked = unsafe { sw_file_path(file, dst) };
+            }
+        }
+    }
+    let dir_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
+    unsafe { *dst.add(dir_len as usize) = 0 };
+    let name_dst = unsafe { dst.add(dir_len as usize + 1) };
+    let n = unsafe { bpf_probe_read_user_str(name_dst.cast(), NAME_MAX as u32, name as *const _) };
+    let name_len = if n > 0 { n as u32 } else { 0 };
+    let mut out = dir_len + 1 + name_len;
+    if walked & WALK_TRUNCATED != 0 || name_len as usize >= NAME_MAX {
+        out |= WALK_TRUNCATED;
+    }
+    out
+}

@@ -1,0 +1,3 @@
+//! One file per hook family. Each names the kernel hook and the prototype it relies on.
+mod files;
+mod process;

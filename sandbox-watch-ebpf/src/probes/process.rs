@@ -1,0 +1,130 @@
+//! Process lifecycle, through raw tracepoints (their arguments are kernel pointers, so no
+//! tracepoint record layout is assumed):
+//! - `sched_process_fork(struct task_struct *parent, struct task_struct *child)`
+//! - `sched_process_exec(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)`
+//! - `sched_process_exit(struct task_struct *p, ...)` (runs in the exiting task)
+use aya_ebpf::{
+    helpers::generated::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_uid_gid,
+        bpf_probe_read_kernel_str, bpf_probe_read_user,
+    },
+    macros::raw_tracepoint,
+    programs::RawTracePointContext,
+};
+use sandbox_watch_common::{
+    ARGV_MAX, ARGV_TRUNCATED, CWD_TRUNCATED, EventKind, ExecEvent, ExitEvent, FILENAME_MAX,
+    ForkEvent, PATH_MAX,
+};
+
+use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit, trace};
+
+#[raw_tracepoint(tracepoint = "sched_process_fork")]
+pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
+    let parent_tgid = current_tgid();
+    if !is_traced(parent_tgid) {
+        return 0;
+    }
+    let child: Ptr = ctx.arg(1);
+    let child_tgid = unsafe { sw_task_tgid(child) };
+    if child_tgid == parent_tgid {
+        return 0; // a new thread, not a new process
+    }
+    trace(child_tgid);
+    let event = ForkEvent {
+        header: header(EventKind::Fork, parent_tgid, unsafe {
+            sw_task_start_ns(current_task())
+        }),
+        child_tgid,
+        _pad: 0,
+        child_start_ns: unsafe { sw_task_own_start_ns(child) },
+    };
+    crate::submit_value(EventKind::Fork, &event);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn sched_process_exec(ctx: RawTracePointContext) -> i32 {
+    let tgid = current_tgid();
+    if !is_traced(tgid) {
+        return 0;
+    }
+    let _ = try_exec(&ctx, tgid);
+    0
+}
+
+fn try_exec(ctx: &RawTracePointContext, tgid: u32) -> Option<()> {
+    let task = current_task();
+    let bprm: Ptr = ctx.arg(2);
+    let base = scratch()?;
+    let event = base.cast::<ExecEvent>();
+    let uid_gid = unsafe { bpf_get_current_uid_gid() };
+    unsafe {
+        let e = &mut *event;
+        e.header = header(EventKind::Exec, tgid, sw_task_start_ns(task));
+        e.ppid = sw_task_ppid(task);
+        e.uid = uid_gid as u32;
+        e.gid = (uid_gid >> 32) as u32;
+        e.euid = sw_task_euid(task);
+        e.cgroup_id = bpf_get_current_cgroup_id();
+        e.netns = sw_task_netns(task);
+        e.mntns = sw_task_mntns(task);
+        e.pidns = sw_task_pidns(task);
+        e.userns = sw_task_userns(task);
+        e.flags = 0;
+        bpf_get_current_comm(e.comm.as_mut_ptr().cast(), e.comm.len() as u32);
+        let n = bpf_probe_read_kernel_str(
+            e.filename.as_mut_ptr().cast(),
+            FILENAME_MAX as u32,
+            sw_bprm_filename(bprm).cast(),
+        );
+        e.filename_len = if n > 0 { n as u32 - 1 } else { 0 };
+    }
+
+    let tail = unsafe { base.add(core::mem::size_of::<ExecEvent>()) };
+    let walked = unsafe { sw_task_cwd(task, tail) };
+    let cwd_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
+    let mut flags = if walked & WALK_TRUNCATED != 0 { CWD_TRUNCATED } else { 0 };
+
+    let start = unsafe { sw_task_arg_start(task) };
+    let end = unsafe { sw_task_arg_end(task) };
+    let full = end.saturating_sub(start);
+    let mut len = full;
+    if len > ARGV_MAX as u64 {
+        len = ARGV_MAX as u64;
+        flags |= ARGV_TRUNCATED;
+    }
+    let argv = unsafe { tail.add(cwd_len as usize) };
+    if unsafe { bpf_probe_read_user(argv.cast(), len as u32, start as *const _) } < 0 {
+        len = 0;
+    }
+    unsafe {
+        let e = &mut *event;
+        e.flags = flags;
+        e.cwd_len = cwd_len;
+        e.argv_len = len as u32;
+        e.argv_full_len = full.min(u32::MAX as u64) as u32;
+    }
+    let size = core::mem::size_of::<ExecEvent>() + cwd_len as usize + len as usize;
+    submit(EventKind::Exec, base, size);
+    Some(())
+}
+
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn sched_process_exit(_ctx: RawTracePointContext) -> i32 {
+    let tgid = current_tgid();
+    if !is_traced(tgid) {
+        return 0;
+    }
+    let task = current_task();
+    if unsafe { sw_task_live_threads(task) } != 0 {
+        return 0; // other threads of the group still run
+    }
+    crate::untrace(tgid);
+    let event = ExitEvent {
+        header: header(EventKind::Exit, tgid, unsafe { sw_task_start_ns(task) }),
+        exit_code: unsafe { sw_task_exit_code(task) },
+        _pad: 0,
+    };
+    crate::submit_value(EventKind::Exit, &event);
+    0
+}
