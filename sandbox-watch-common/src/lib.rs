@@ -175,12 +175,26 @@ pub struct FileEvent {
 pub const FILE_TAIL: usize = 2 * (PATH_MAX + 256 + 256);
 
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
-pub const SCRATCH_SIZE: usize = 48 * 1024;
+pub const SCRATCH_SIZE: usize = 64 * 1024;
+
+/// Key of the kernel's table of plain reads already reported (map `READS`): a process
+/// opening the same inode again only bumps the count stored under this key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ReadKey {
+    pub tgid: u32,
+    pub dev: u32,
+    pub ino: u64,
+}
+
+/// Value in `READS` that means: report every open of this inode (a credential file).
+pub const ALWAYS_REPORT: u64 = u64::MAX;
 
 /// Names of the globals the userspace sets at load time.
 pub mod globals {
-    /// 1 when only processes under one cgroup (container mode) are traced.
-    pub const CGROUP_SCOPE: &str = "CGROUP_SCOPE";
+    /// Container mode: the cgroup id whose tasks are traced (0 = off), and its level.
+    pub const CGROUP_ID: &str = "CGROUP_ID";
+    pub const CGROUP_LEVEL: &str = "CGROUP_LEVEL";
 }
 
 #[cfg(feature = "user")]
@@ -191,4 +205,5 @@ mod user {
     unsafe impl aya::Pod for ExecEvent {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for FileEvent {}
+    unsafe impl aya::Pod for ReadKey {}
 }

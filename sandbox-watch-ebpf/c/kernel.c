@@ -85,35 +85,42 @@ SW_INLINE u64 sw_task_arg_end(void *task)
 }
 
 // Walks from a dentry up to the root of its mount namespace, crossing mounts, and writes the
-// names it passes leaf first, each ended by a NUL, into buf (which must hold
-// SW_PATH_MAX + SW_NAME_MAX bytes). Returns the bytes written, with SW_TRUNCATED set when the
-// walk stopped before the root (too deep or too long).
+// names it passes leaf first, each ended by a NUL, into buf (which must hold SW_WALK_BUF
+// bytes). Returns the bytes written, with SW_TRUNCATED set when the walk stopped before the
+// root (too deep or too long).
+//
+// The write position lives in buf, not in a register: a position the verifier tracks exactly
+// makes every iteration a new state (64 iterations of 2 branches do not verify); read back
+// from memory it is a number the mask bounds, and the iterations' states prune.
+#define SW_WALK_CURSOR (SW_PATH_MAX + SW_NAME_MAX)
 static SW_INLINE u32 sw_walk(struct dentry *dentry, struct vfsmount *vfsmnt, u8 *buf)
 {
+	volatile u32 *cursor = (volatile u32 *)(buf + SW_WALK_CURSOR);
 	struct mount *mnt = (void *)vfsmnt - bpf_core_field_offset(struct mount, mnt);
-	u32 off = 0;
+	*cursor = 0;
 	for (int i = 0; i < SW_PATH_DEPTH; i++) {
 		struct dentry *mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
 		struct dentry *parent = BPF_CORE_READ(dentry, d_parent);
 		if (dentry == mnt_root || dentry == parent) {
 			struct mount *mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
 			if (dentry != mnt_root || mnt == mnt_parent)
-				return off;
+				return *cursor;
 			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
 			mnt = mnt_parent;
 			vfsmnt = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
 			continue;
 		}
+		u32 off = *cursor;
 		if (off >= SW_PATH_MAX)
 			return off | SW_TRUNCATED;
 		const u8 *name = BPF_CORE_READ(dentry, d_name.name);
 		long n = bpf_probe_read_kernel_str(buf + (off & (SW_PATH_MAX - 1)), SW_NAME_MAX, name);
 		if (n <= 0)
 			return off | SW_TRUNCATED;
-		off += n;
+		*cursor = off + n;
 		dentry = parent;
 	}
-	return off | SW_TRUNCATED;
+	return *cursor | SW_TRUNCATED;
 }
 
 SW_INLINE u32 sw_task_cwd(void *task, u8 *buf)

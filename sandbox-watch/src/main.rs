@@ -1,1 +1,448 @@
-fn main(){}
+//! sandbox-watch: what an AI agent did inside its sandbox, recorded from the kernel.
+//!
+//! The command line, log and report are a contract (see README.md): names stay, fields are added.
+mod capture;
+mod classify;
+mod decode;
+mod demo;
+mod evidence;
+mod files;
+mod model;
+mod probe;
+mod redact;
+mod report;
+mod target;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use capture::{Capture, Ends, Mode};
+use model::{AgentRule, Model};
+use probe::{FileHook, Probe, ProbeOptions};
+use target::Usage;
+
+/// Exit statuses (README, "Exit status").
+const EXIT_VIOLATION: u8 = 3;
+const EXIT_USAGE: u8 = 2;
+const EXIT_PROBE: u8 = 4;
+
+#[derive(Parser)]
+#[command(
+    name = "sandbox-watch",
+    version,
+    about = "Shows what an AI agent did inside its sandbox, recorded from the kernel.",
+    long_about = "Shows what an AI agent did inside its sandbox, recorded from the kernel where the agent \
+cannot reach or edit the record: every command it ran, the files it read and changed (credentials and \
+persistence flagged), and whether anything ran outside its network namespace.\n\n\
+With no subcommand, runs a short demo agent session under the probe and prints its summary.",
+    after_help = "Examples:\n  sudo sandbox-watch run --report r.json --log run.jsonl -- ./agent.sh\n  \
+sudo sandbox-watch run --headless --fail-on outside,credential -- unshare -n python3 agent.py\n  \
+sudo sandbox-watch attach --duration 60 1234\n  sandbox-watch verify run.jsonl\n\n\
+Exit status: the agent's own (run), 3 when a --fail-on kind was found, 2 for a usage error, \
+4 when the probe cannot start, 1 for other errors."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Launch the agent under the probe; ends when it exits (after --linger).
+    Run(RunArgs),
+    /// Watch a running process and its descendants; ends when they are gone.
+    Attach(AttachArgs),
+    /// Check a log's hash chain offline (no root, no kernel needed).
+    Verify {
+        /// The evidence log (JSONL) written by --log.
+        log: PathBuf,
+    },
+    /// Run the bundled demo agent session under the probe and print its summary.
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Clone)]
+struct CaptureArgs {
+    /// No TUI: write the log, report and summary only (also when stdout is not a terminal).
+    #[arg(long)]
+    headless: bool,
+    /// The evidence log (JSONL, hash-chained), written as events arrive.
+    #[arg(long, value_name = "PATH")]
+    log: Option<PathBuf>,
+    /// Overwrite an existing --log file.
+    #[arg(long)]
+    force: bool,
+    /// The JSON report, written when the capture ends.
+    #[arg(long, value_name = "PATH")]
+    report: Option<PathBuf>,
+    /// The Markdown one-screen summary (default: $GITHUB_STEP_SUMMARY when set, appended).
+    #[arg(long, value_name = "PATH")]
+    summary: Option<PathBuf>,
+    /// Comma list of violation kinds that make the exit status 3:
+    /// outside, credential, persistence, network, lost, leftover.
+    #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
+    fail_on: Option<Vec<String>>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Also count reads of files matching this glob as credential reads (repeatable).
+    #[arg(long = "credential", value_name = "GLOB")]
+    credentials: Vec<String>,
+    /// Compare verdicts with this net namespace instead (a pid or /proc/PID/ns/net).
+    #[arg(long, value_name = "PID|/proc/PID/ns/net")]
+    agent_netns: Option<String>,
+    /// Ring buffer size in bytes (a power of two, at least 4096).
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
+    ring_buffer: Option<u32>,
+    /// Use this file-open hook instead of trying fentry first.
+    #[arg(long, value_name = "fentry|tracepoint", value_parser = parse_file_hook)]
+    file_hook: Option<FileHook>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    capture: CaptureArgs,
+    /// Seconds to keep watching after the agent exits, for its last children's events.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    linger: f64,
+    /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// The agent's command line.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
+struct AttachArgs {
+    #[command(flatten)]
+    capture: CaptureArgs,
+    /// The process to watch, with its descendants.
+    #[arg(value_parser = parse_pid, allow_hyphen_values = true)]
+    pid: u32,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Keep the demo's files in this directory (default: a temporary one).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+fn parse_pid(s: &str) -> Result<u32, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n > 0 && n <= u32::MAX as i64 => Ok(n as u32),
+        Ok(n) => Err(format!(
+            "{n} is not a process id; give a positive number such as 1234"
+        )),
+        Err(_) => Err(format!(
+            "'{s}' is not a process id; give a number such as 1234"
+        )),
+    }
+}
+
+fn parse_fail_on(s: &str) -> Result<Vec<String>, String> {
+    let kinds: Vec<String> = s
+        .split(',')
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    for k in &kinds {
+        if !report::VIOLATION_KINDS.contains(&k.as_str()) {
+            return Err(format!(
+                "unknown kind '{k}'; choose from {}",
+                report::VIOLATION_KINDS.join(", ")
+            ));
+        }
+    }
+    Ok(kinds)
+}
+
+fn parse_ring_size(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of bytes"))?;
+    if n < 4096 || !n.is_power_of_two() {
+        return Err(format!("{n} is not a power of two of at least 4096"));
+    }
+    Ok(n)
+}
+
+fn parse_file_hook(s: &str) -> Result<FileHook, String> {
+    match s {
+        "fentry" => Ok(FileHook::Fentry),
+        "tracepoint" => Ok(FileHook::Tracepoint),
+        _ => Err(format!("'{s}' is not a hook; choose fentry or tracepoint")),
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => demo::run(None),
+        Some(Command::Demo(a)) => demo::run(a.dir),
+        Some(Command::Run(a)) => run(a),
+        Some(Command::Attach(a)) => attach(a),
+        Some(Command::Verify { log }) => Ok(verify(&log)),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let code = if e.is::<Usage>()
+                || e.is::<evidence::LogError>()
+                || e.is::<classify::ClassifyError>()
+            {
+                EXIT_USAGE
+            } else if e.is::<probe::ProbeError>() {
+                EXIT_PROBE
+            } else {
+                1
+            };
+            eprintln!("sandbox-watch: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn verify(log: &Path) -> u8 {
+    match evidence::verify(log) {
+        Ok(v) => {
+            let msg = v.message(&log.display().to_string());
+            if v.exit_code() == 0 {
+                println!("{msg}")
+            } else {
+                eprintln!("{msg}")
+            }
+            v.exit_code() as u8
+        }
+        Err(e) => {
+            eprintln!("{}: cannot read: {e}", log.display());
+            1
+        }
+    }
+}
+
+/// Checks the options every capture shares and opens the log, before anything starts.
+fn prepare(
+    args: &CaptureArgs,
+) -> anyhow::Result<(classify::Classifier, Option<(evidence::LogWriter, PathBuf)>)> {
+    let classifier = classify::Classifier::new(&args.credentials)?;
+    if let Some(d) = args.duration
+        && !(d > 0.0 && d.is_finite())
+    {
+        return Err(Usage(format!("--duration {d}: give a positive number of seconds")).into());
+    }
+    for path in [&args.report, &args.summary].into_iter().flatten() {
+        check_writable(path)?;
+    }
+    let log = match &args.log {
+        Some(path) => Some((evidence::LogWriter::create(path, args.force)?, path.clone())),
+        None => None,
+    };
+    Ok((classifier, log))
+}
+
+/// A report or summary path whose directory does not exist is found now, not at the end.
+fn check_writable(path: &Path) -> Result<(), Usage> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Usage(format!(
+            "{}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err(Usage(format!(
+            "{}: directory {} is not writable",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
+    let Some(spec) = spec else { return Ok(None) };
+    let path = match spec.parse::<u32>() {
+        Ok(pid) => format!("/proc/{pid}/ns/net"),
+        Err(_) => spec.to_string(),
+    };
+    let link = std::fs::read_link(&path)
+        .map_err(|e| Usage(format!("--agent-netns {spec}: {path}: {e}")))?;
+    target::parse_ns_link(&link.to_string_lossy())
+        .map(Some)
+        .ok_or_else(|| {
+            Usage(format!(
+                "--agent-netns {spec}: {path} is not a network namespace"
+            ))
+        })
+}
+
+fn probe_options(args: &CaptureArgs) -> ProbeOptions {
+    ProbeOptions {
+        ring_buffer_bytes: args.ring_buffer,
+        cgroup: None,
+        file_hook: args.file_hook,
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let (classifier, log) = prepare(&args.capture)?;
+    let program = target::resolve_program(&args.command[0])?;
+    let user = target::agent_user(args.user.as_deref())?;
+    let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
+    if !(args.linger >= 0.0 && args.linger.is_finite()) {
+        return Err(Usage(format!(
+            "--linger {}: give a number of seconds",
+            args.linger
+        ))
+        .into());
+    }
+    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let ring = probe.ring()?;
+    // No other thread exists yet: the fork is safe.
+    let child = target::fork_gated(&program, &args.command, user)?;
+    probe.trace(child.pid.as_raw() as u32)?;
+    let rule = fixed_ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
+    let model = Model::new(rule);
+    let mut capture = Capture::new(
+        Mode::Run {
+            command: args.command.clone(),
+        },
+        probe,
+        model,
+        classifier,
+        log,
+    );
+    capture.log_start();
+    let pid = child.release()?;
+
+    let rt = runtime()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
+            let _ = tx.send(status);
+        }
+    });
+    let ends = Ends {
+        agent: Some(rx),
+        linger: Duration::from_secs_f64(args.linger),
+        duration: args.capture.duration.map(Duration::from_secs_f64),
+        when_empty: false,
+    };
+    rt.block_on(capture.watch(ring, ends))?;
+    let report = capture.finish();
+    let agent_code = match (report.exit.code, report.exit.signal) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        _ => 0,
+    };
+    conclude(&args.capture, &report, agent_code)
+}
+
+fn attach(args: AttachArgs) -> anyhow::Result<u8> {
+    let (classifier, log) = prepare(&args.capture)?;
+    target::check_attachable(args.pid)?;
+    let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
+    let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
+    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let ring = probe.ring()?;
+    let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
+    model.agent_pid = Some(args.pid);
+    // Trace the tree, then look again until no new member appears: a child forked while we
+    // were adding its parent is caught either by the kernel (parent traced) or by the rescan.
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let members = target::tree(args.pid);
+        let new: Vec<_> = members
+            .into_iter()
+            .filter(|m| !seen.contains(&m.pid))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for m in new {
+            probe.trace(m.pid)?;
+            seen.insert(m.pid);
+            model.seed(m);
+        }
+    }
+    if seen.is_empty() {
+        return Err(Usage(format!(
+            "no process with pid {} (it exited before the attach)",
+            args.pid
+        ))
+        .into());
+    }
+    let mut capture = Capture::new(
+        Mode::Attach { pid: args.pid },
+        probe,
+        model,
+        classifier,
+        log,
+    );
+    capture.log_start();
+    let ends = Ends {
+        agent: None,
+        linger: Duration::ZERO,
+        duration: args.capture.duration.map(Duration::from_secs_f64),
+        when_empty: true,
+    };
+    runtime()?.block_on(capture.watch(ring, ends))?;
+    let report = capture.finish();
+    conclude(&args.capture, &report, 0)
+}
+
+/// Writes the report and summary; the exit status: 3 on a --fail-on kind, else `code`.
+fn conclude(args: &CaptureArgs, report: &report::Report, code: u8) -> anyhow::Result<u8> {
+    if let Some(path) = &args.report {
+        let json = serde_json::to_vec_pretty(report)?;
+        std::fs::write(path, json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    let summary = report.summary();
+    let summary_path = args
+        .summary
+        .clone()
+        .or_else(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from));
+    if let Some(path) = summary_path {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        f.write_all(summary.as_bytes())?;
+    }
+    eprint!("{summary}");
+    let failed: Vec<&report::Violation> = match &args.fail_on {
+        Some(kinds) => report
+            .violations
+            .iter()
+            .filter(|v| kinds.contains(&v.kind))
+            .collect(),
+        None => Vec::new(),
+    };
+    if let Some(v) = failed.first() {
+        eprintln!(
+            "sandbox-watch: failing (--fail-on {}): {}",
+            v.kind, v.summary
+        );
+        return Ok(EXIT_VIOLATION);
+    }
+    Ok(code)
+}

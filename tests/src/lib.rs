@@ -1,1 +1,124 @@
+//! Helpers for the kernel tests: they run the real `sandbox-watch` binary (built in release
+//! mode by `cargo xtask test`, path in SANDBOX_WATCH_BIN) as root and read what it wrote.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
+use serde_json::Value;
+
+pub fn bin() -> PathBuf {
+    match std::env::var_os("SANDBOX_WATCH_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/sandbox-watch"),
+    }
+}
+
+/// The tests need root; say so loudly instead of passing without testing anything.
+pub fn require_root() {
+    assert!(
+        nix_is_root(),
+        "the kernel tests must run as root: `sudo -E cargo xtask test`"
+    );
+}
+
+fn nix_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub struct Run {
+    pub output: Output,
+    pub report: Value,
+    pub log: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Run {
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    pub fn processes(&self) -> &Vec<Value> {
+        self.report["processes"].as_array().expect("processes")
+    }
+
+    pub fn files(&self) -> &Vec<Value> {
+        self.report["files"].as_array().expect("files")
+    }
+
+    /// Program runs (execs) whose argv equals `argv`.
+    pub fn execs_of(&self, argv: &[&str]) -> Vec<&Value> {
+        self.processes()
+            .iter()
+            .filter(|p| {
+                !p["fork_only"].as_bool().unwrap_or(false)
+                    && p["argv"].as_array().is_some_and(|a| a.len() == argv.len() && a.iter().zip(argv).all(|(x, y)| x == y))
+            })
+            .collect()
+    }
+
+    pub fn exec_of(&self, argv: &[&str]) -> &Value {
+        let found = self.execs_of(argv);
+        assert_eq!(found.len(), 1, "expected one exec of {argv:?}; processes: {:#?}", self.processes());
+        found[0]
+    }
+
+    pub fn files_at(&self, path: &str) -> Vec<&Value> {
+        self.files().iter().filter(|f| f["path"] == path).collect()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `sandbox-watch run --headless --report R --log L [extra] -- cmd…`
+pub fn run(extra: &[&str], cmd: &[&str]) -> Run {
+    run_in(tempfile::tempdir().unwrap(), extra, cmd)
+}
+
+pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
+    require_root();
+    let report = dir.path().join("report.json");
+    let log = dir.path().join("log.jsonl");
+    let output = Command::new(bin())
+        .args(["run", "--headless", "--linger", "0.3"])
+        .arg("--report")
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .args(extra)
+        .arg("--")
+        .args(cmd)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("start sandbox-watch");
+    let text = std::fs::read_to_string(&report).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}); exit {:?}; stderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let report: Value = serde_json::from_str(&text).expect("report is JSON");
+    Run { output, report, log, dir }
+}
+
+/// Runs sandbox-watch with arbitrary arguments.
+pub fn sandbox_watch(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).env_remove("GITHUB_STEP_SUMMARY").output().expect("start sandbox-watch")
+}
+
+/// The test process's own net namespace inode.
+pub fn own_netns() -> u64 {
+    let link = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let s = link.to_string_lossy();
+    s.trim_start_matches("net:[").trim_end_matches(']').parse().unwrap()
+}
+
+pub fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}

@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::{FEntryContext, TracePointContext},
 };
 use sandbox_watch_common::{
-    EventKind, FileEvent, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX,
+    ALWAYS_REPORT, EventKind, FileEvent, ReadKey, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX,
     PATH_TRUNCATED,
 };
 
@@ -56,14 +56,7 @@ pub struct Pending {
 static PENDING: HashMap<u64, Pending> = HashMap::with_max_entries(16384, 0);
 
 /// Plain reads already reported, by process and inode, with how many more opens followed.
-/// A value of `u64::MAX` (set by userspace for credential files) means: always report.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ReadKey {
-    tgid: u32,
-    dev: u32,
-    ino: u64,
-}
+/// `ALWAYS_REPORT` (set by userspace for credential files) means: report every open.
 
 #[map]
 static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
@@ -189,7 +182,7 @@ fn report_open(file: Ptr, open_flags: u32) {
         let key = ReadKey { tgid, dev, ino };
         if let Some(count) = READS.get_ptr_mut(&key) {
             unsafe {
-                if *count != u64::MAX {
+                if *count != ALWAYS_REPORT {
                     *count += 1;
                     return;
                 }

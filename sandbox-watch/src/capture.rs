@@ -1,0 +1,556 @@
+//! One capture: kernel records → decoder → process and file models → log, then the report.
+//!
+//! A single task owns the whole pipeline (no locks): it waits on the ring buffer's fd, the
+//! agent's exit, signals and a tick, and handles each record as it arrives.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use aya::maps::{MapData, RingBuf};
+use serde_json::{Value, json};
+use tokio::io::unix::AsyncFd;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::classify::Classifier;
+use crate::decode::{self, Event};
+use crate::evidence::{LogWriter, rfc3339_nanos};
+use crate::files::{Files, Op};
+use crate::model::{Model, Process, Verdict};
+use crate::probe::{Probe, kind_name};
+use crate::report::{
+    self, Agent, Coverage, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target, Violation,
+};
+
+/// Converts the kernel's boot clock to wall time.
+#[derive(Clone, Copy)]
+pub struct Clock {
+    /// Wall clock ns minus boot clock ns, measured at start.
+    offset_ns: i128,
+}
+
+impl Clock {
+    pub fn now() -> Clock {
+        let boot =
+            nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).expect("boot clock");
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("time after 1970");
+        let boot_ns = boot.tv_sec() as i128 * 1_000_000_000 + boot.tv_nsec() as i128;
+        Clock {
+            offset_ns: wall.as_nanos() as i128 - boot_ns,
+        }
+    }
+
+    pub fn boot_now(&self) -> u64 {
+        let boot =
+            nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).expect("boot clock");
+        boot.tv_sec() as u64 * 1_000_000_000 + boot.tv_nsec() as u64
+    }
+
+    pub fn wall(&self, boot_ns: u64) -> SystemTime {
+        let ns = (boot_ns as i128 + self.offset_ns).max(0) as u128;
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    }
+
+    pub fn rfc3339(&self, boot_ns: u64) -> String {
+        rfc3339_nanos(self.wall(boot_ns))
+    }
+}
+
+pub enum Mode {
+    Run { command: Vec<String> },
+    Attach { pid: u32 },
+    Container { id: String, cgroup: String },
+}
+
+/// How the capture ends.
+pub struct Ends {
+    /// run: the agent's exit status arrives here.
+    pub agent: Option<tokio::sync::oneshot::Receiver<nix::sys::wait::WaitStatus>>,
+    pub linger: Duration,
+    pub duration: Option<Duration>,
+    /// attach/container: end when no traced process is left.
+    pub when_empty: bool,
+}
+
+pub struct Capture {
+    pub mode: Mode,
+    pub probe: Probe,
+    pub model: Model,
+    pub files: Files,
+    pub classifier: Classifier,
+    pub log: Option<LogWriter>,
+    pub log_path: Option<PathBuf>,
+    pub clock: Clock,
+    pub started_ns: u64,
+    pub events: u64,
+    pub undecodable: u64,
+    pub redactions: u64,
+    pub agent_status: Option<nix::sys::wait::WaitStatus>,
+    pub ended_by: String,
+}
+
+impl Capture {
+    pub fn new(
+        mode: Mode,
+        probe: Probe,
+        model: Model,
+        classifier: Classifier,
+        log: Option<(LogWriter, PathBuf)>,
+    ) -> Capture {
+        let clock = Clock::now();
+        let started_ns = clock.boot_now();
+        let (log, log_path) = match log {
+            Some((w, p)) => (Some(w), Some(p)),
+            None => (None, None),
+        };
+        Capture {
+            mode,
+            probe,
+            model,
+            files: Files::default(),
+            classifier,
+            log,
+            log_path,
+            clock,
+            started_ns,
+            events: 0,
+            undecodable: 0,
+            redactions: 0,
+            agent_status: None,
+            ended_by: String::new(),
+        }
+    }
+
+    fn write_log(&mut self, at_ns: u64, kind: &str, fields: Value) {
+        let Some(log) = self.log.as_mut() else { return };
+        let Value::Object(fields) = fields else {
+            return;
+        };
+        if let Err(e) = log.append(self.clock.wall(at_ns), kind, fields) {
+            eprintln!("sandbox-watch: writing the log failed: {e}");
+        }
+    }
+
+    /// The first log record: what is watched and how.
+    pub fn log_start(&mut self) {
+        let fields = json!({
+            "target": self.target(),
+            "probe": self.probe_info(),
+            "agent": { "netns": self.model.agent_netns },
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        self.write_log(self.started_ns, "start", fields);
+        for i in 0..self.model.processes.len() {
+            let p = self.model.processes[i].clone();
+            self.write_log(self.started_ns, "process", self.process_json(&p));
+        }
+    }
+
+    fn target(&self) -> Target {
+        match &self.mode {
+            Mode::Run { command } => Target {
+                mode: "run".into(),
+                command: command.clone(),
+                pid: self.model.agent_pid,
+                container: None,
+            },
+            Mode::Attach { pid } => Target {
+                mode: "attach".into(),
+                command: Vec::new(),
+                pid: Some(*pid),
+                container: None,
+            },
+            Mode::Container { id, cgroup } => Target {
+                mode: "container".into(),
+                command: Vec::new(),
+                pid: None,
+                container: Some(report::ContainerRef {
+                    id: id.clone(),
+                    cgroup: cgroup.clone(),
+                }),
+            },
+        }
+    }
+
+    fn probe_info(&self) -> ProbeInfo {
+        ProbeInfo {
+            file_open: self.probe.file_hook.as_str().into(),
+            gaps: self.probe.gaps.clone(),
+        }
+    }
+
+    fn process_json(&self, p: &Process) -> Value {
+        serde_json::to_value(self.process_entry(p)).unwrap_or(Value::Null)
+    }
+
+    fn process_entry(&self, p: &Process) -> ProcessEntry {
+        let end = p.ended_ns.unwrap_or_else(|| self.clock.boot_now());
+        ProcessEntry {
+            pid: p.pid,
+            ppid: p.ppid,
+            exe: p.exe.clone(),
+            argv: p.argv.clone(),
+            argv_truncated: p.argv_truncated,
+            cwd: p.cwd.clone(),
+            uid: p.uid,
+            netns: p.netns,
+            verdict: self.model.verdict(p),
+            started_at: self.clock.rfc3339(p.began_ns),
+            ended_at: p.ended_ns.map(|n| self.clock.rfc3339(n)),
+            exit_code: p.exit_code,
+            signal: p.signal,
+            running_at_end: p.running(),
+            fork_only: p.fork_only,
+            preexisting: p.preexisting,
+            launcher: p.launcher,
+            comm: p.comm.clone(),
+            euid: p.euid,
+            gid: p.gid,
+            mntns: p.mntns,
+            pidns: p.pidns,
+            userns: p.userns,
+            cgroup_id: p.cgroup_id,
+            duration_s: end.saturating_sub(p.began_ns) as f64 / 1e9,
+        }
+    }
+
+    /// Handles one ring-buffer record.
+    pub fn handle(&mut self, bytes: &[u8]) {
+        self.events += 1;
+        let mut event = match decode::decode(bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                self.undecodable += 1;
+                log::warn!("undecodable record: {e}");
+                return;
+            }
+        };
+        let at = event.header().ktime_ns;
+        if let Event::Exec(exec) = &mut event {
+            let (argv, n) = crate::redact::redact_argv(&exec.argv);
+            exec.argv = argv;
+            self.redactions += n as u64;
+        }
+        match &event {
+            Event::Exec(_) => {
+                if let Some(i) = self.model.apply(&event) {
+                    let p = self.model.processes[i].clone();
+                    let mut fields = self.process_json(&p);
+                    if let Value::Object(m) = &mut fields {
+                        for k in [
+                            "ended_at",
+                            "exit_code",
+                            "signal",
+                            "running_at_end",
+                            "duration_s",
+                        ] {
+                            m.remove(k);
+                        }
+                    }
+                    self.write_log(at, "exec", fields);
+                }
+            }
+            Event::Fork {
+                header, child_tgid, ..
+            } => {
+                self.model.apply(&event);
+                let (pid, ppid) = (*child_tgid, header.tgid);
+                self.write_log(at, "fork", json!({ "pid": pid, "ppid": ppid }));
+            }
+            Event::Exit { header, .. } => {
+                let (tgid, start) = (header.tgid, header.start_ns);
+                for key in self.files.read_keys_of(tgid, start) {
+                    let more = self.probe.take_read_count(&key);
+                    self.files
+                        .add_read_count(tgid, start, key.dev, key.ino, more);
+                }
+                if let Some(i) = self.model.apply(&event) {
+                    let p = &self.model.processes[i];
+                    let fields =
+                        json!({ "pid": p.pid, "exit_code": p.exit_code, "signal": p.signal });
+                    self.write_log(at, "exit", fields);
+                }
+            }
+            Event::FileOpen(open) => {
+                let start = open.header.start_ns;
+                let added = self.files.open(&self.classifier, start, open);
+                if let Some(key) = added.always_report {
+                    self.probe.always_report(key);
+                }
+                if added.new {
+                    let fields = serde_json::to_value(&self.files.entries[added.index])
+                        .unwrap_or(Value::Null);
+                    self.write_log(at, "file", fields);
+                }
+            }
+            Event::Unlink(op) | Event::Rename(op) => {
+                let kind = if op.new_path.is_some() {
+                    Op::Rename
+                } else {
+                    Op::Delete
+                };
+                match self.files.path_op(&self.classifier, kind, op) {
+                    Some(i) => {
+                        let fields =
+                            serde_json::to_value(&self.files.entries[i]).unwrap_or(Value::Null);
+                        self.write_log(at, "file", fields);
+                    }
+                    None => {
+                        let fields = json!({ "pid": op.header.tgid, "op": kind, "path": op.path,
+                            "new_path": op.new_path, "result": op.result });
+                        self.write_log(at, "file_failed", fields);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for records until the capture ends.
+    pub async fn watch(&mut self, ring: RingBuf<MapData>, mut ends: Ends) -> anyhow::Result<()> {
+        // SAFETY: the ring buffer owns its fd and outlives the registration (both are dropped
+        // together at the end of this function).
+        let mut ring = unsafe { AsyncFd::register(ring) }.map_err(|e| e.into_parts().1)?;
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let started = tokio::time::Instant::now();
+        let mut deadline = ends.duration.map(|d| started + d);
+        let mut agent = ends.agent.take();
+        loop {
+            let linger_or_duration = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                guard = ring.readable_mut() => {
+                    let mut guard = guard?;
+                    let rb = guard.get_inner_mut();
+                    while let Some(item) = rb.next() {
+                        let bytes = item.to_vec();
+                        drop(item);
+                        self.handle(&bytes);
+                    }
+                    guard.clear_ready();
+                }
+                _ = sigint.recv() => { self.ended_by = "SIGINT".into(); break; }
+                _ = sigterm.recv() => { self.ended_by = "SIGTERM".into(); break; }
+                status = async { agent.as_mut().unwrap().await }, if agent.is_some() => {
+                    agent = None;
+                    if let Ok(status) = status {
+                        self.agent_status = Some(status);
+                    }
+                    let linger = tokio::time::Instant::now() + ends.linger;
+                    deadline = Some(deadline.map_or(linger, |d| d.min(linger)));
+                    self.ended_by = "the agent exited".into();
+                }
+                _ = linger_or_duration => {
+                    if self.ended_by.is_empty() { self.ended_by = "--duration".into(); }
+                    break;
+                }
+                _ = tick.tick() => {
+                    if let Some(log) = self.log.as_mut() && let Err(e) = log.flush() {
+                        eprintln!("sandbox-watch: writing the log failed: {e}");
+                    }
+                    if ends.when_empty && self.model.live_count() == 0 {
+                        self.ended_by = "no traced process is left".into();
+                        break;
+                    }
+                }
+            }
+        }
+        // Whatever the kernel sent before the end still counts.
+        let rb = ring.get_mut();
+        while let Some(item) = rb.next() {
+            let bytes = item.to_vec();
+            drop(item);
+            self.handle(&bytes);
+        }
+        Ok(())
+    }
+
+    /// Builds the report; writes the log's `end` record.
+    pub fn finish(&mut self) -> Report {
+        let end_ns = self.clock.boot_now();
+        for (start, key) in self.files.all_read_keys() {
+            let more = self.probe.take_read_count(&key);
+            self.files
+                .add_read_count(key.tgid, start, key.dev, key.ino, more);
+        }
+        self.files.hash_written();
+        let lost_by: [u64; sandbox_watch_common::KIND_SLOTS as usize] = self.probe.lost();
+        let lost: u64 = lost_by.iter().sum();
+        let lost_by_kind: BTreeMap<String, u64> = lost_by
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| (kind_name(i).to_string(), *n))
+            .collect();
+        let processes: Vec<ProcessEntry> = self
+            .model
+            .processes
+            .iter()
+            .map(|p| self.process_entry(p))
+            .collect();
+        let violations = self.violations(&processes, lost, &lost_by_kind);
+        let verdict = if processes.iter().any(|p| p.verdict == Verdict::Outside) {
+            Verdict::Outside
+        } else {
+            Verdict::Inside
+        };
+        let exit = match self.agent_status {
+            Some(nix::sys::wait::WaitStatus::Exited(_, code)) => Exit {
+                code: Some(code),
+                signal: None,
+            },
+            Some(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => Exit {
+                code: None,
+                signal: Some(sig as i32),
+            },
+            _ => Exit::default(),
+        };
+        let coverage = Coverage {
+            events: self.events,
+            lost,
+            complete: lost == 0 && self.probe.gaps.is_empty() && self.undecodable == 0,
+            lost_by_kind,
+            undecodable: self.undecodable,
+        };
+        for v in &violations {
+            let fields = serde_json::to_value(v).unwrap_or(Value::Null);
+            self.write_log(end_ns, "violation", fields);
+        }
+        let end_fields = json!({
+            "events": coverage.events,
+            "lost": coverage.lost,
+            "complete": coverage.complete,
+            "verdict": verdict,
+            "exit": exit,
+            "processes": processes.len(),
+            "files": self.files.entries.len(),
+            "violations": violations.len(),
+            "ended_by": self.ended_by,
+        });
+        self.write_log(end_ns, "end", end_fields);
+        let log = match (self.log.as_mut(), &self.log_path) {
+            (Some(w), Some(path)) => {
+                if let Err(e) = w.flush() {
+                    eprintln!("sandbox-watch: writing the log failed: {e}");
+                }
+                Some(LogInfo {
+                    path: path.display().to_string(),
+                    records: w.records(),
+                    head: w.head().to_string(),
+                })
+            }
+            _ => None,
+        };
+        Report {
+            schema: report::SCHEMA.into(),
+            target: self.target(),
+            agent: Agent {
+                pid: self.model.agent_pid,
+                netns: self.model.agent_netns,
+            },
+            started_at: self.clock.rfc3339(self.started_ns),
+            ended_at: self.clock.rfc3339(end_ns),
+            exit,
+            probe: self.probe_info(),
+            coverage,
+            verdict,
+            processes,
+            files: self.files.entries.clone(),
+            network: Vec::new(),
+            violations,
+            log,
+            redactions: self.redactions,
+        }
+    }
+
+    fn violations(
+        &self,
+        processes: &[ProcessEntry],
+        lost: u64,
+        lost_by: &BTreeMap<String, u64>,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let name = |p: &ProcessEntry| p.argv.join(" ").chars().take(80).collect::<String>();
+        for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
+            out.push(Violation {
+                kind: "outside".into(),
+                pid: Some(p.pid),
+                summary: format!(
+                    "pid {} `{}` ran in net namespace {}, not the agent's {}",
+                    p.pid,
+                    name(p),
+                    p.netns.unwrap_or(0),
+                    self.model.agent_netns.unwrap_or(0)
+                ),
+            });
+        }
+        for f in self.files.entries.iter().filter(|f| f.credential) {
+            let how = if f.verified {
+                format!("verified on {}", f.fs.as_deref().unwrap_or("?"))
+            } else {
+                format!(
+                    "not verified: {}",
+                    f.unverified_reason
+                        .as_deref()
+                        .unwrap_or("path from the syscall")
+                )
+            };
+            out.push(Violation {
+                kind: "credential".into(),
+                pid: Some(f.pid),
+                summary: format!("pid {} {} credential {} ({how})", f.pid, verb(f.op), f.path),
+            });
+        }
+        for f in self.files.entries.iter().filter(|f| f.persistence) {
+            out.push(Violation {
+                kind: "persistence".into(),
+                pid: Some(f.pid),
+                summary: format!(
+                    "pid {} {} {}",
+                    f.pid,
+                    verb(f.op),
+                    f.new_path.as_ref().unwrap_or(&f.path)
+                ),
+            });
+        }
+        if lost > 0 {
+            let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            out.push(Violation {
+                kind: "lost".into(),
+                pid: None,
+                summary: format!("{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete", by.join(", ")),
+            });
+        }
+        for p in processes.iter().filter(|p| {
+            p.running_at_end && !p.fork_only || p.running_at_end && p.fork_only && p.preexisting
+        }) {
+            out.push(Violation {
+                kind: "leftover".into(),
+                pid: Some(p.pid),
+                summary: format!(
+                    "pid {} `{}` was still running when the capture ended",
+                    p.pid,
+                    name(p)
+                ),
+            });
+        }
+        out
+    }
+}
+
+fn verb(op: Op) -> &'static str {
+    match op {
+        Op::Read => "read",
+        Op::Write => "wrote",
+        Op::Create => "created",
+        Op::Delete => "deleted",
+        Op::Rename => "renamed",
+    }
+}

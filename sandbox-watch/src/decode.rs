@@ -1,0 +1,445 @@
+//! Ring-buffer bytes to typed events. Pure: it never trusts a length in the record and never
+//! panics on any input (fuzzed in tests), so a malformed record is an error, not a crash.
+use sandbox_watch_common as common;
+use sandbox_watch_common::{EventKind, ExecEvent, FileEvent};
+
+/// Fields every event has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub tgid: u32,
+    /// Thread that caused the event.
+    pub pid: u32,
+    /// Boot clock, ns.
+    pub ktime_ns: u64,
+    /// Thread group leader's start (boot clock, ns).
+    pub start_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exec {
+    pub header: Header,
+    pub ppid: u32,
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub cgroup_id: u64,
+    pub netns: u32,
+    pub mntns: u32,
+    pub pidns: u32,
+    pub userns: u32,
+    pub comm: String,
+    /// The file name execve was given (may be relative to `cwd`).
+    pub filename: String,
+    pub cwd: String,
+    pub cwd_truncated: bool,
+    pub argv: Vec<String>,
+    pub argv_truncated: bool,
+    /// Bytes of argv in the process (more than were kept when truncated).
+    pub argv_full_len: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileOpen {
+    pub header: Header,
+    pub magic: u64,
+    pub dev: u32,
+    pub ino: u64,
+    pub open_flags: u32,
+    pub f_mode: u32,
+    pub path: String,
+    pub path_truncated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathOp {
+    pub header: Header,
+    pub path: String,
+    pub path_truncated: bool,
+    /// Rename only.
+    pub new_path: Option<String>,
+    pub new_path_truncated: bool,
+    /// 0 or -errno.
+    pub result: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Fork {
+        header: Header,
+        child_tgid: u32,
+        child_start_ns: u64,
+    },
+    Exec(Exec),
+    Exit {
+        header: Header,
+        exit_code: u32,
+    },
+    FileOpen(FileOpen),
+    Unlink(PathOp),
+    Rename(PathOp),
+}
+
+impl Event {
+    pub fn header(&self) -> &Header {
+        match self {
+            Event::Fork { header, .. } | Event::Exit { header, .. } => header,
+            Event::Exec(e) => &e.header,
+            Event::FileOpen(f) => &f.header,
+            Event::Unlink(p) | Event::Rename(p) => &p.header,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than its header")]
+    Short(usize),
+    #[error("unknown event kind {0}")]
+    UnknownKind(u32),
+    #[error("{kind} record of {len} bytes is shorter than its fixed part ({need})")]
+    Truncated {
+        kind: &'static str,
+        len: usize,
+        need: usize,
+    },
+    #[error("{kind} record says its tail has {claimed} bytes but {present} are present")]
+    BadTail {
+        kind: &'static str,
+        claimed: usize,
+        present: usize,
+    },
+}
+
+/// Reads a `T` (a `#[repr(C)]` plain-data struct from sandbox-watch-common) from the start of
+/// `bytes`, whatever their alignment.
+fn read<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < size_of::<T>() {
+        return None;
+    }
+    // SAFETY: T is Pod (any bit pattern is valid) and the length was checked.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+fn header(h: &common::EventHeader) -> Header {
+    Header {
+        tgid: h.tgid,
+        pid: h.pid,
+        ktime_ns: h.ktime_ns,
+        start_ns: h.start_ns,
+    }
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let raw: common::EventHeader = read(bytes).ok_or(DecodeError::Short(bytes.len()))?;
+    let kind = EventKind::from_u32(raw.kind).ok_or(DecodeError::UnknownKind(raw.kind))?;
+    let need = kind.fixed_size();
+    if bytes.len() < need {
+        return Err(DecodeError::Truncated {
+            kind: kind.name(),
+            len: bytes.len(),
+            need,
+        });
+    }
+    let hdr = header(&raw);
+    let tail = &bytes[need..];
+    Ok(match kind {
+        EventKind::Fork => {
+            let f: common::ForkEvent = read(bytes).expect("length checked");
+            Event::Fork {
+                header: hdr,
+                child_tgid: f.child_tgid,
+                child_start_ns: f.child_start_ns,
+            }
+        }
+        EventKind::Exit => {
+            let e: common::ExitEvent = read(bytes).expect("length checked");
+            Event::Exit {
+                header: hdr,
+                exit_code: e.exit_code,
+            }
+        }
+        EventKind::Exec => Event::Exec(exec(hdr, read(bytes).expect("length checked"), tail)?),
+        EventKind::FileOpen => {
+            let f: FileEvent = read(bytes).expect("length checked");
+            let path_bytes = take(kind, tail, f.path_len as usize)?;
+            Event::FileOpen(FileOpen {
+                header: hdr,
+                magic: f.magic,
+                dev: f.dev,
+                ino: f.ino,
+                open_flags: f.open_flags,
+                f_mode: f.f_mode,
+                path: path_from_walk(path_bytes),
+                path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+            })
+        }
+        EventKind::Unlink | EventKind::Rename => {
+            let f: FileEvent = read(bytes).expect("length checked");
+            let first = take(kind, tail, f.path_len as usize)?;
+            let second = take(kind, &tail[first.len()..], f.new_path_len as usize)?;
+            let op = PathOp {
+                header: hdr,
+                path: path_of(f.path_kind, first),
+                path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+                new_path: (kind == EventKind::Rename).then(|| path_of(f.new_path_kind, second)),
+                new_path_truncated: f.flags & common::NEW_PATH_TRUNCATED != 0,
+                result: f.result,
+            };
+            if kind == EventKind::Rename {
+                Event::Rename(op)
+            } else {
+                Event::Unlink(op)
+            }
+        }
+    })
+}
+
+fn take(kind: EventKind, tail: &[u8], len: usize) -> Result<&[u8], DecodeError> {
+    tail.get(..len).ok_or(DecodeError::BadTail {
+        kind: kind.name(),
+        claimed: len,
+        present: tail.len(),
+    })
+}
+
+fn exec(header: Header, e: ExecEvent, tail: &[u8]) -> Result<Exec, DecodeError> {
+    let kind = EventKind::Exec;
+    let cwd = take(kind, tail, e.cwd_len as usize)?;
+    let argv = take(kind, &tail[cwd.len()..], e.argv_len as usize)?;
+    let filename_len = (e.filename_len as usize).min(e.filename.len());
+    Ok(Exec {
+        header,
+        ppid: e.ppid,
+        uid: e.uid,
+        euid: e.euid,
+        gid: e.gid,
+        cgroup_id: e.cgroup_id,
+        netns: e.netns,
+        mntns: e.mntns,
+        pidns: e.pidns,
+        userns: e.userns,
+        comm: escape(until_nul(&e.comm)),
+        filename: escape(&e.filename[..filename_len]),
+        cwd: path_from_walk(cwd),
+        cwd_truncated: e.flags & common::CWD_TRUNCATED != 0,
+        argv: split_nul(argv).map(escape).collect(),
+        argv_truncated: e.flags & common::ARGV_TRUNCATED != 0,
+        argv_full_len: e.argv_full_len,
+    })
+}
+
+fn until_nul(b: &[u8]) -> &[u8] {
+    b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
+}
+
+/// NUL-ended strings; a last one without its NUL (cut) still counts.
+fn split_nul(b: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let b = b.strip_suffix(&[0]).unwrap_or(b);
+    b.split(|&c| c == 0).filter(move |_| !b.is_empty())
+}
+
+/// Keeps valid UTF-8 as it is and writes every byte that is not as `\xNN`, so nothing is
+/// dropped and the result is still one JSON string.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// A path walked in the kernel: components leaf first, each ended by a NUL.
+pub fn path_from_walk(bytes: &[u8]) -> String {
+    let parts: Vec<&[u8]> = split_nul(bytes).collect();
+    if parts.is_empty() {
+        return "/".to_string();
+    }
+    let mut out = String::new();
+    for part in parts.iter().rev() {
+        out.push('/');
+        out.push_str(&escape(part));
+    }
+    out
+}
+
+/// A path of either kind (see `sandbox_watch_common::FileEvent`).
+fn path_of(kind: u32, bytes: &[u8]) -> String {
+    if kind != common::PATH_FROM_DIR_AND_NAME {
+        return path_from_walk(bytes);
+    }
+    // Directory components (each NUL-ended), an empty one (the separator), then the name.
+    let mut dir_end = 0;
+    let mut at = 0;
+    loop {
+        match bytes[at..].iter().position(|&c| c == 0) {
+            Some(0) | None => break,
+            Some(n) => {
+                at += n + 1;
+                dir_end = at;
+            }
+        }
+    }
+    let name_start = (dir_end + 1).min(bytes.len());
+    let name = until_nul(&bytes[name_start..]);
+    let name = escape(name);
+    if name.starts_with('/') {
+        return normalize(&name);
+    }
+    let dir = path_from_walk(&bytes[..dir_end]);
+    normalize(&format!("{dir}/{name}"))
+}
+
+/// The program an exec ran, as an absolute path: execve's file name resolved against the cwd.
+pub fn normalize_exe(filename: &str, cwd: &str) -> String {
+    if filename.starts_with('/') {
+        normalize(filename)
+    } else {
+        normalize(&format!("{cwd}/{filename}"))
+    }
+}
+
+/// Removes `.` and empty components and applies `..` lexically (the directory part came from
+/// the kernel already resolved; only the caller's own name can hold them).
+pub fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header_bytes(kind: u32) -> Vec<u8> {
+        let h = common::EventHeader {
+            kind,
+            tgid: 10,
+            pid: 11,
+            _pad: 0,
+            ktime_ns: 5,
+            start_ns: 6,
+        };
+        as_bytes(&h).to_vec()
+    }
+
+    fn as_bytes<T>(v: &T) -> &[u8] {
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+    }
+
+    #[test]
+    fn walked_paths_come_out_root_first() {
+        assert_eq!(
+            path_from_walk(b"key\0.ssh\0alice\0home\0"),
+            "/home/alice/.ssh/key"
+        );
+        assert_eq!(path_from_walk(b""), "/");
+        assert_eq!(path_from_walk(b"cut-na"), "/cut-na");
+    }
+
+    #[test]
+    fn invalid_utf8_and_newlines_are_kept() {
+        assert_eq!(escape(b"a\xffb\nc"), "a\\xffb\nc");
+        assert_eq!(path_from_walk(b"f\xfe\0tmp\0"), "/tmp/f\\xfe");
+    }
+
+    #[test]
+    fn dir_and_name_paths() {
+        assert_eq!(
+            path_of(common::PATH_FROM_DIR_AND_NAME, b"w\0tmp\0\0a/b.txt\0"),
+            "/tmp/w/a/b.txt"
+        );
+        assert_eq!(
+            path_of(common::PATH_FROM_DIR_AND_NAME, b"\0/etc/x\0"),
+            "/etc/x"
+        );
+        assert_eq!(
+            path_of(common::PATH_FROM_DIR_AND_NAME, b"w\0tmp\0\0../x\0"),
+            "/tmp/x"
+        );
+        assert_eq!(
+            path_of(common::PATH_FROM_DIR_AND_NAME, b"\0./rel\0"),
+            "/rel"
+        );
+    }
+
+    #[test]
+    fn exec_with_cut_argv() {
+        let mut e: ExecEvent = unsafe { std::mem::zeroed() };
+        e.header = common::EventHeader {
+            kind: EventKind::Exec as u32,
+            tgid: 3,
+            pid: 3,
+            _pad: 0,
+            ktime_ns: 1,
+            start_ns: 2,
+        };
+        e.ppid = 1;
+        e.netns = 4026531840;
+        e.filename[..8].copy_from_slice(b"/bin/git");
+        e.filename_len = 8;
+        e.comm[..3].copy_from_slice(b"git");
+        let cwd = b"repo\0tmp\0";
+        let argv = b"git\0commit\0-m\0two words\0cu";
+        e.cwd_len = cwd.len() as u32;
+        e.argv_len = argv.len() as u32;
+        e.argv_full_len = 99999;
+        e.flags = common::ARGV_TRUNCATED;
+        let mut bytes = as_bytes(&e).to_vec();
+        bytes.extend_from_slice(cwd);
+        bytes.extend_from_slice(argv);
+        let Event::Exec(x) = decode(&bytes).unwrap() else {
+            panic!("not an exec")
+        };
+        assert_eq!(x.argv, ["git", "commit", "-m", "two words", "cu"]);
+        assert!(x.argv_truncated);
+        assert_eq!(x.cwd, "/tmp/repo");
+        assert_eq!(x.filename, "/bin/git");
+        assert_eq!(x.comm, "git");
+        assert_eq!(x.netns, 4026531840);
+        // A tail shorter than claimed is an error, not a panic.
+        bytes.truncate(bytes.len() - 3);
+        assert!(matches!(decode(&bytes), Err(DecodeError::BadTail { .. })));
+    }
+
+    #[test]
+    fn short_and_unknown_records_are_errors() {
+        assert_eq!(decode(&[1, 2]), Err(DecodeError::Short(2)));
+        assert_eq!(decode(&header_bytes(99)), Err(DecodeError::UnknownKind(99)));
+        assert!(matches!(
+            decode(&header_bytes(2)),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A small deterministic fuzz: random records, and valid headers with random tails.
+        let mut state = 0x2545f4914f6cdd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for i in 0..20_000 {
+            let len = (next() % 2048) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if i % 2 == 0 && bytes.len() >= 4 {
+                let kind = (next() % 8) as u32;
+                bytes[..4].copy_from_slice(&kind.to_ne_bytes());
+            }
+            let _ = decode(&bytes);
+        }
+    }
+}

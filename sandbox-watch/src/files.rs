@@ -1,0 +1,272 @@
+//! What the traced processes read and changed: file events turned into report entries.
+//!
+//! Writes, creates, deletes, renames and credential reads are individual entries. Plain reads
+//! of one inode by one process are one entry with a `count` (the kernel already counts repeats
+//! without sending them; their number is added when the process exits or the capture ends).
+use std::collections::HashMap;
+
+use sandbox_watch_common::ReadKey;
+use serde::{Deserialize, Serialize};
+
+use crate::classify::{self, Classifier};
+use crate::decode::{FileOpen, PathOp};
+
+const O_WRONLY: u32 = 0o1;
+const O_RDWR: u32 = 0o2;
+const O_CREAT: u32 = 0o100;
+const O_TRUNC: u32 = 0o1000;
+const FMODE_WRITE: u32 = 0x2;
+const FMODE_CREATED: u32 = 0x100000;
+
+/// Files larger than this are not hashed at the end (the entry says so).
+pub const HASH_LIMIT: u64 = 64 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Read,
+    Write,
+    Create,
+    Delete,
+    Rename,
+}
+
+impl Op {
+    pub fn of_open(open: &FileOpen) -> Op {
+        if open.f_mode & FMODE_CREATED != 0 {
+            Op::Create
+        } else if open.f_mode & FMODE_WRITE != 0
+            || open.open_flags & (O_WRONLY | O_RDWR | O_TRUNC) != 0
+        {
+            Op::Write
+        } else if open.open_flags & O_CREAT != 0 {
+            Op::Write
+        } else {
+            Op::Read
+        }
+    }
+
+    pub fn changes(self) -> bool {
+        self != Op::Read
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub pid: u32,
+    pub op: Op,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub new_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fs: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub magic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dev: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ino: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub path_truncated: bool,
+    pub credential: bool,
+    pub verified: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unverified_reason: Option<String>,
+    pub persistence: bool,
+    pub count: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_skipped: Option<String>,
+    /// Boot clock ns of the first occurrence.
+    #[serde(skip)]
+    pub at_ns: u64,
+}
+
+pub fn dev_string(dev: u32) -> String {
+    // The kernel's internal dev_t: 12 bits of major above 20 bits of minor.
+    format!("{}:{}", dev >> 20, dev & 0xfffff)
+}
+
+#[derive(Default)]
+pub struct Files {
+    pub entries: Vec<FileEntry>,
+    /// Plain-read entries by (tgid, process start, dev, ino).
+    reads: HashMap<(u32, u64, u32, u64), usize>,
+}
+
+/// What the capture loop must do after a file event.
+pub struct Added {
+    pub index: usize,
+    /// The entry is new (not a repeat folded into a count).
+    pub new: bool,
+    /// A credential read: the kernel must report every further open of this inode.
+    pub always_report: Option<ReadKey>,
+}
+
+impl Files {
+    pub fn open(&mut self, classifier: &Classifier, start_ns: u64, open: &FileOpen) -> Added {
+        let op = Op::of_open(open);
+        let c = classifier.classify(&open.path, open.magic, open.path_truncated, op.changes());
+        let h = &open.header;
+        let read_key = (h.tgid, start_ns, open.dev, open.ino);
+        if op == Op::Read
+            && !c.credential
+            && let Some(&index) = self.reads.get(&read_key)
+        {
+            self.entries[index].count += 1;
+            return Added {
+                index,
+                new: false,
+                always_report: None,
+            };
+        }
+        self.entries.push(FileEntry {
+            pid: h.tgid,
+            op,
+            path: open.path.clone(),
+            new_path: None,
+            fs: Some(classify::fs_name(open.magic).to_string()),
+            magic: Some(classify::magic_hex(open.magic)),
+            dev: Some(dev_string(open.dev)),
+            ino: Some(open.ino),
+            path_truncated: open.path_truncated,
+            credential: c.credential,
+            verified: c.verified,
+            unverified_reason: c.reason,
+            persistence: c.persistence,
+            count: 1,
+            sha256: None,
+            sha256_skipped: None,
+            at_ns: h.ktime_ns,
+        });
+        let index = self.entries.len() - 1;
+        let mut always_report = None;
+        if op == Op::Read {
+            if c.credential {
+                always_report = Some(ReadKey {
+                    tgid: h.tgid,
+                    dev: open.dev,
+                    ino: open.ino,
+                });
+            } else {
+                self.reads.insert(read_key, index);
+            }
+        }
+        Added {
+            index,
+            new: true,
+            always_report,
+        }
+    }
+
+    /// A delete or rename; failed ones are not entries (the log keeps them).
+    pub fn path_op(&mut self, classifier: &Classifier, op: Op, p: &PathOp) -> Option<usize> {
+        if p.result != 0 {
+            return None;
+        }
+        let c = classifier.classify(&p.path, 0, p.path_truncated, true);
+        let c_new = p
+            .new_path
+            .as_deref()
+            .map(|n| classifier.classify(n, 0, p.new_path_truncated, true));
+        self.entries.push(FileEntry {
+            pid: p.header.tgid,
+            op,
+            path: p.path.clone(),
+            new_path: p.new_path.clone(),
+            fs: None,
+            magic: None,
+            dev: None,
+            ino: None,
+            path_truncated: p.path_truncated || p.new_path_truncated,
+            credential: c.credential || c_new.as_ref().is_some_and(|c| c.credential),
+            verified: false,
+            unverified_reason: None,
+            persistence: c.persistence || c_new.as_ref().is_some_and(|c| c.persistence),
+            count: 1,
+            sha256: None,
+            sha256_skipped: None,
+            at_ns: p.header.ktime_ns,
+        });
+        Some(self.entries.len() - 1)
+    }
+
+    /// Adds reads the kernel counted without sending, for one process's inode.
+    pub fn add_read_count(&mut self, tgid: u32, start_ns: u64, dev: u32, ino: u64, more: u64) {
+        if let Some(&i) = self.reads.get(&(tgid, start_ns, dev, ino)) {
+            self.entries[i].count += more;
+        }
+    }
+
+    /// Read keys of one process (to collect the kernel's counts when it exits).
+    pub fn read_keys_of(&self, tgid: u32, start_ns: u64) -> Vec<ReadKey> {
+        self.reads
+            .keys()
+            .filter(|k| k.0 == tgid && k.1 == start_ns)
+            .map(|k| ReadKey {
+                tgid: k.0,
+                dev: k.2,
+                ino: k.3,
+            })
+            .collect()
+    }
+
+    pub fn all_read_keys(&self) -> Vec<(u64, ReadKey)> {
+        self.reads
+            .keys()
+            .map(|k| {
+                (
+                    k.1,
+                    ReadKey {
+                        tgid: k.0,
+                        dev: k.2,
+                        ino: k.3,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Hashes the final content of every file that was written or created and still exists.
+    pub fn hash_written(&mut self) {
+        use sha2::Digest;
+        let mut done: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
+        for e in &mut self.entries {
+            let path = match e.op {
+                Op::Write | Op::Create => e.path.clone(),
+                Op::Rename => match &e.new_path {
+                    Some(p) => p.clone(),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let (sum, skipped) = done
+                .entry(path.clone())
+                .or_insert_with(|| {
+                    let Ok(meta) = std::fs::metadata(&path) else {
+                        return (None, Some("gone at the end of the capture".into()));
+                    };
+                    if !meta.is_file() {
+                        return (None, Some("not a regular file".into()));
+                    }
+                    if meta.len() > HASH_LIMIT {
+                        return (None, Some(format!("larger than {} MiB", HASH_LIMIT >> 20)));
+                    }
+                    match std::fs::File::open(&path) {
+                        Ok(mut f) => {
+                            let mut h = sha2::Sha256::new();
+                            match std::io::copy(&mut f, &mut h) {
+                                Ok(_) => (Some(hex::encode(h.finalize())), None),
+                                Err(e) => (None, Some(format!("unreadable: {e}"))),
+                            }
+                        }
+                        Err(e) => (None, Some(format!("unreadable: {e}"))),
+                    }
+                })
+                .clone();
+            e.sha256 = sum;
+            e.sha256_skipped = skipped;
+        }
+    }
+}

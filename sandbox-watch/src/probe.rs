@@ -1,0 +1,461 @@
+//! Loads the embedded BPF object, attaches its programs and gives access to its maps.
+//!
+//! The table `PROGRAMS` lists every program with the hook it needs and what is lost without
+//! it. Required hooks failing is an error (exit 4); an optional one failing becomes a gap in
+//! the report (`probe.gaps`), never a silent hole. The open hook is chosen by trying: fentry on
+//! `security_file_open` first, the syscall tracepoints where fentry is refused.
+use std::path::Path;
+
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    programs::{FEntry, RawTracePoint, TracePoint},
+};
+use sandbox_watch_common::{ALWAYS_REPORT, EventKind, KIND_SLOTS, ReadKey, globals};
+
+/// Which hook delivered file opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileHook {
+    Fentry,
+    Tracepoint,
+}
+
+impl FileHook {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileHook::Fentry => "fentry",
+            FileHook::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// What the loader can be asked for.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeOptions {
+    /// Bytes of the ring buffer (a power of two, at least a page).
+    pub ring_buffer_bytes: Option<u32>,
+    /// Container mode: trace tasks under this cgroup (id, level in the hierarchy).
+    pub cgroup: Option<(u64, u32)>,
+    /// Use this open hook instead of trying fentry first (tests use it).
+    pub file_hook: Option<FileHook>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(
+        "sandbox-watch needs root (or CAP_BPF and CAP_PERFMON) to load its probe; run it with sudo"
+    )]
+    NotPrivileged,
+    #[error(
+        "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); sandbox-watch needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+    )]
+    NoBtf,
+    #[error("could not load the BPF object: {0}")]
+    Load(String),
+    #[error("could not attach {program} to {hook}: {error}")]
+    Attach {
+        program: &'static str,
+        hook: String,
+        error: String,
+    },
+}
+
+enum Hook {
+    Raw(&'static str),
+    Syscall(&'static str),
+}
+
+struct Program {
+    name: &'static str,
+    hook: Hook,
+    /// What the report says is missing when this program cannot run; None = required.
+    gap: Option<&'static str>,
+    /// Only for the syscall open hook (left out when fentry runs).
+    open_fallback: bool,
+}
+
+const fn program(
+    name: &'static str,
+    hook: Hook,
+    gap: Option<&'static str>,
+    open_fallback: bool,
+) -> Program {
+    Program {
+        name,
+        hook,
+        gap,
+        open_fallback,
+    }
+}
+
+const PROGRAMS: &[Program] = &[
+    program(
+        "sched_process_fork",
+        Hook::Raw("sched_process_fork"),
+        None,
+        false,
+    ),
+    program(
+        "sched_process_exec",
+        Hook::Raw("sched_process_exec"),
+        None,
+        false,
+    ),
+    program(
+        "sched_process_exit",
+        Hook::Raw("sched_process_exit"),
+        None,
+        false,
+    ),
+    program(
+        "sys_enter_openat",
+        Hook::Syscall("sys_enter_openat"),
+        Some("openat"),
+        true,
+    ),
+    program(
+        "sys_exit_openat",
+        Hook::Syscall("sys_exit_openat"),
+        Some("openat"),
+        true,
+    ),
+    program(
+        "sys_enter_open",
+        Hook::Syscall("sys_enter_open"),
+        Some("open"),
+        true,
+    ),
+    program(
+        "sys_exit_open",
+        Hook::Syscall("sys_exit_open"),
+        Some("open"),
+        true,
+    ),
+    program(
+        "sys_enter_creat",
+        Hook::Syscall("sys_enter_creat"),
+        Some("creat"),
+        true,
+    ),
+    program(
+        "sys_exit_creat",
+        Hook::Syscall("sys_exit_creat"),
+        Some("creat"),
+        true,
+    ),
+    program(
+        "sys_enter_openat2",
+        Hook::Syscall("sys_enter_openat2"),
+        Some("openat2"),
+        true,
+    ),
+    program(
+        "sys_exit_openat2",
+        Hook::Syscall("sys_exit_openat2"),
+        Some("openat2"),
+        true,
+    ),
+    program(
+        "sys_enter_unlink",
+        Hook::Syscall("sys_enter_unlink"),
+        Some("unlink"),
+        false,
+    ),
+    program(
+        "sys_exit_unlink",
+        Hook::Syscall("sys_exit_unlink"),
+        Some("unlink"),
+        false,
+    ),
+    program(
+        "sys_enter_unlinkat",
+        Hook::Syscall("sys_enter_unlinkat"),
+        Some("unlinkat"),
+        false,
+    ),
+    program(
+        "sys_exit_unlinkat",
+        Hook::Syscall("sys_exit_unlinkat"),
+        Some("unlinkat"),
+        false,
+    ),
+    program(
+        "sys_enter_rmdir",
+        Hook::Syscall("sys_enter_rmdir"),
+        Some("rmdir"),
+        false,
+    ),
+    program(
+        "sys_exit_rmdir",
+        Hook::Syscall("sys_exit_rmdir"),
+        Some("rmdir"),
+        false,
+    ),
+    program(
+        "sys_enter_rename",
+        Hook::Syscall("sys_enter_rename"),
+        Some("rename"),
+        false,
+    ),
+    program(
+        "sys_exit_rename",
+        Hook::Syscall("sys_exit_rename"),
+        Some("rename"),
+        false,
+    ),
+    program(
+        "sys_enter_renameat",
+        Hook::Syscall("sys_enter_renameat"),
+        Some("renameat"),
+        false,
+    ),
+    program(
+        "sys_exit_renameat",
+        Hook::Syscall("sys_exit_renameat"),
+        Some("renameat"),
+        false,
+    ),
+    program(
+        "sys_enter_renameat2",
+        Hook::Syscall("sys_enter_renameat2"),
+        Some("renameat2"),
+        false,
+    ),
+    program(
+        "sys_exit_renameat2",
+        Hook::Syscall("sys_exit_renameat2"),
+        Some("renameat2"),
+        false,
+    ),
+];
+
+/// The io_uring gap of the syscall open hook, worded for people.
+pub const IO_URING_GAP: &str = "file opens made through io_uring (the fentry hook on security_file_open was refused by this kernel; the syscall tracepoints used instead do not see them)";
+
+pub struct Probe {
+    ebpf: Ebpf,
+    pub file_hook: FileHook,
+    pub gaps: Vec<String>,
+    traced: HashMap<MapData, u32, u32>,
+    reads: HashMap<MapData, ReadKey, u64>,
+    drops: PerCpuArray<MapData, u64>,
+}
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sandbox-watch"));
+
+/// Whether this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON in effect).
+pub fn privileged() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    // CapEff bits: CAP_PERFMON = 38, CAP_BPF = 39.
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 38) != 0 && caps & (1 << 39) != 0)
+}
+
+/// aya finds syscall tracepoints through tracefs; mount it where the kernel expects it when
+/// nothing is there yet.
+fn ensure_tracefs() {
+    let dir = Path::new("/sys/kernel/tracing");
+    let empty = std::fs::read_dir(dir)
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(false);
+    if empty {
+        let _ = nix::mount::mount(
+            Some("nodev"),
+            dir,
+            Some("tracefs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        );
+    }
+}
+
+impl Probe {
+    pub fn load(options: &ProbeOptions) -> Result<Probe, ProbeError> {
+        if !privileged() {
+            return Err(ProbeError::NotPrivileged);
+        }
+        if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(ProbeError::NoBtf);
+        }
+        ensure_tracefs();
+        let btf = Btf::from_sys_fs().map_err(|e| ProbeError::Load(format!("reading BTF: {e}")))?;
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Load(e.to_string()))? as u32;
+        let (cgroup_id, cgroup_level) = options.cgroup.unwrap_or((0, 0));
+        let mut loader = EbpfLoader::new();
+        loader
+            .btf(Some(&btf))
+            .map_max_entries("SCRATCH", cpus)
+            .override_global(globals::CGROUP_ID, &cgroup_id, true)
+            .override_global(globals::CGROUP_LEVEL, &cgroup_level, true);
+        if let Some(bytes) = options.ring_buffer_bytes {
+            loader.map_max_entries("EVENTS", bytes);
+        }
+        let mut ebpf = loader
+            .load(OBJECT)
+            .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
+
+        let mut gaps = Vec::new();
+        let file_hook = match options.file_hook {
+            Some(FileHook::Tracepoint) => FileHook::Tracepoint,
+            _ => match attach_fentry(&mut ebpf, &btf) {
+                Ok(()) => FileHook::Fentry,
+                Err(e) if options.file_hook == Some(FileHook::Fentry) => {
+                    return Err(ProbeError::Attach {
+                        program: "security_file_open",
+                        hook: "fentry/security_file_open".into(),
+                        error: e,
+                    });
+                }
+                Err(e) => {
+                    log::info!(
+                        "fentry on security_file_open refused ({e}); using syscall tracepoints"
+                    );
+                    FileHook::Tracepoint
+                }
+            },
+        };
+        if file_hook == FileHook::Tracepoint {
+            gaps.push(IO_URING_GAP.to_string());
+        }
+        for p in PROGRAMS {
+            if p.open_fallback && file_hook == FileHook::Fentry {
+                continue;
+            }
+            if let Err(error) = attach(&mut ebpf, p) {
+                match p.gap {
+                    None => {
+                        return Err(ProbeError::Attach {
+                            program: p.name,
+                            hook: hook_name(&p.hook),
+                            error,
+                        });
+                    }
+                    Some(what) => {
+                        log::warn!("{} not attached: {error}", p.name);
+                        gaps.push(format!(
+                            "{what} calls ({} could not be attached: {error})",
+                            hook_name(&p.hook)
+                        ));
+                    }
+                }
+            }
+        }
+        gaps.dedup();
+
+        let traced = take_map(&mut ebpf, "TRACED")?;
+        let reads = take_map(&mut ebpf, "READS")?;
+        let drops = take_map(&mut ebpf, "DROPS")?;
+        Ok(Probe {
+            ebpf,
+            file_hook,
+            gaps,
+            traced,
+            reads,
+            drops,
+        })
+    }
+
+    /// The ring buffer; call once.
+    pub fn ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
+        take_map(&mut self.ebpf, "EVENTS")
+    }
+
+    /// Adds a thread group to the traced set.
+    pub fn trace(&mut self, tgid: u32) -> Result<(), ProbeError> {
+        self.traced
+            .insert(tgid, 1, 0)
+            .map_err(|e| ProbeError::Load(format!("adding pid {tgid} to the traced set: {e}")))
+    }
+
+    pub fn traced_count(&self) -> usize {
+        self.traced.keys().filter(|k| k.is_ok()).count()
+    }
+
+    /// Records lost in the kernel so far, per event kind (index = kind number).
+    pub fn lost(&self) -> [u64; KIND_SLOTS as usize] {
+        let mut out = [0u64; KIND_SLOTS as usize];
+        for (slot, total) in out.iter_mut().enumerate() {
+            if let Ok(values) = self.drops.get(&(slot as u32), 0) {
+                *total = values.iter().sum();
+            }
+        }
+        out
+    }
+
+    /// Makes the kernel report every open of this inode by this process (credential files).
+    pub fn always_report(&mut self, key: ReadKey) {
+        let _ = self.reads.insert(key, ALWAYS_REPORT, 0);
+    }
+
+    /// Takes the number of further plain reads the kernel counted but did not send.
+    pub fn take_read_count(&mut self, key: &ReadKey) -> u64 {
+        match self.reads.get(key, 0) {
+            Ok(ALWAYS_REPORT) | Err(_) => 0,
+            Ok(n) => {
+                let _ = self.reads.remove(key);
+                n
+            }
+        }
+    }
+}
+
+fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut Ebpf,
+    name: &str,
+) -> Result<T, ProbeError> {
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| ProbeError::Load(format!("map {name} missing from the object")))?;
+    T::try_from(map).map_err(|e| ProbeError::Load(format!("map {name}: {e}")))
+}
+
+fn hook_name(hook: &Hook) -> String {
+    match hook {
+        Hook::Raw(tp) => format!("raw_tracepoint/{tp}"),
+        Hook::Syscall(tp) => format!("tracepoint/syscalls/{tp}"),
+    }
+}
+
+fn attach(ebpf: &mut Ebpf, p: &Program) -> Result<(), String> {
+    let prog = ebpf
+        .program_mut(p.name)
+        .ok_or("program missing from the object")?;
+    match p.hook {
+        Hook::Raw(tp) => {
+            let prog: &mut RawTracePoint = prog.try_into().map_err(|e| format!("{e}"))?;
+            prog.load().map_err(|e| format!("{e:#}"))?;
+            prog.attach(tp).map_err(|e| format!("{e:#}"))?;
+        }
+        Hook::Syscall(tp) => {
+            let prog: &mut TracePoint = prog.try_into().map_err(|e| format!("{e}"))?;
+            prog.load().map_err(|e| format!("{e:#}"))?;
+            prog.attach("syscalls", tp).map_err(|e| format!("{e:#}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
+    let prog = ebpf
+        .program_mut("security_file_open")
+        .ok_or("program missing")?;
+    let prog: &mut FEntry = prog.try_into().map_err(|e| format!("{e}"))?;
+    prog.load("security_file_open", btf)
+        .map_err(|e| format!("{e:#}"))?;
+    prog.attach().map_err(|e| format!("{e:#}"))?;
+    Ok(())
+}
+
+/// Index into the per-kind drop counters.
+pub fn kind_name(slot: usize) -> &'static str {
+    EventKind::from_u32(slot as u32).map_or("other", EventKind::name)
+}

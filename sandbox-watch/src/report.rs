@@ -1,0 +1,296 @@
+//! The JSON report (`--report`, schema `sandbox-watch/report/1`) and the Markdown summary.
+//! Field names are a contract: ../shared/REPORT.md. Add fields; never rename.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::files::FileEntry;
+use crate::model::Verdict;
+
+pub const SCHEMA: &str = "sandbox-watch/report/1";
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub target: Target,
+    pub agent: Agent,
+    pub started_at: String,
+    pub ended_at: String,
+    pub exit: Exit,
+    pub probe: ProbeInfo,
+    pub coverage: Coverage,
+    pub verdict: Verdict,
+    pub processes: Vec<ProcessEntry>,
+    pub files: Vec<FileEntry>,
+    pub network: Vec<serde_json::Value>,
+    pub violations: Vec<Violation>,
+    pub log: Option<LogInfo>,
+    /// How many argv values were replaced by `[REDACTED]`.
+    pub redactions: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Target {
+    pub mode: String,
+    pub command: Vec<String>,
+    pub pid: Option<u32>,
+    pub container: Option<ContainerRef>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ContainerRef {
+    pub id: String,
+    pub cgroup: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Agent {
+    pub pid: Option<u32>,
+    pub netns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProbeInfo {
+    pub file_open: String,
+    pub gaps: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Coverage {
+    pub events: u64,
+    pub lost: u64,
+    pub complete: bool,
+    /// Lost records per event kind (only kinds that lost any).
+    pub lost_by_kind: BTreeMap<String, u64>,
+    /// Records the decoder could not read (a bug if ever non-zero).
+    pub undecodable: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProcessEntry {
+    pub pid: u32,
+    pub ppid: u32,
+    pub exe: Option<String>,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub argv_truncated: bool,
+    pub cwd: Option<String>,
+    pub uid: Option<u32>,
+    pub netns: Option<u64>,
+    pub verdict: Verdict,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub running_at_end: bool,
+    pub fork_only: bool,
+    pub preexisting: bool,
+    #[serde(default)]
+    pub launcher: bool,
+    pub comm: Option<String>,
+    pub euid: Option<u32>,
+    pub gid: Option<u32>,
+    pub mntns: Option<u64>,
+    pub pidns: Option<u64>,
+    pub userns: Option<u64>,
+    pub cgroup_id: Option<u64>,
+    /// Seconds from start to end (or to the end of the capture while still running).
+    pub duration_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Violation {
+    pub kind: String,
+    pub pid: Option<u32>,
+    pub summary: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LogInfo {
+    pub path: String,
+    pub records: u64,
+    pub head: String,
+}
+
+/// Kinds `--fail-on` accepts.
+pub const VIOLATION_KINDS: &[&str] = &[
+    "outside",
+    "credential",
+    "persistence",
+    "network",
+    "lost",
+    "leftover",
+];
+
+impl Report {
+    /// The Markdown one-screen summary: the line to read first comes first.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let first = match self.violations.first() {
+            Some(v) => format!("**{}**: {}", v.kind.to_uppercase(), v.summary),
+            None => "no violations".to_string(),
+        };
+        let verdict = match self.verdict {
+            Verdict::Inside => "INSIDE",
+            Verdict::Outside => "OUTSIDE",
+        };
+        s.push_str(&format!("## sandbox-watch: {verdict} — {first}\n\n"));
+        let target = match self.target.mode.as_str() {
+            "run" => format!("`{}`", self.target.command.join(" ")),
+            "attach" => format!("pid {}", self.target.pid.unwrap_or(0)),
+            _ => self
+                .target
+                .container
+                .as_ref()
+                .map(|c| c.id.clone())
+                .unwrap_or_default(),
+        };
+        s.push_str(&format!(
+            "- **Run**: {} → {}, {} {target}, exit {}\n",
+            self.started_at,
+            self.ended_at,
+            self.target.mode,
+            match (self.exit.code, self.exit.signal) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(sig)) => format!("signal {sig}"),
+                _ => "n/a".into(),
+            }
+        ));
+        let runs: Vec<&ProcessEntry> = self.processes.iter().filter(|p| !p.fork_only).collect();
+        let failed: Vec<String> = runs
+            .iter()
+            .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
+            .map(|p| program(p))
+            .collect();
+        let longest = runs
+            .iter()
+            .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+        s.push_str(&format!(
+            "- **Commands**: {} ({} failed{}){}\n",
+            runs.len(),
+            failed.len(),
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", counted(&failed))
+            },
+            longest.map_or(String::new(), |p| format!(
+                ", longest {:.1} s ({})",
+                p.duration_s,
+                program(p)
+            ))
+        ));
+        let count = |op: crate::files::Op| {
+            self.files
+                .iter()
+                .filter(|f| f.op == op)
+                .map(|f| f.path.as_str())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        };
+        use crate::files::Op;
+        s.push_str(&format!(
+            "- **Files**: {} written, {} created, {} removed, {} renamed, {} read\n",
+            count(Op::Write),
+            count(Op::Create),
+            count(Op::Delete),
+            count(Op::Rename),
+            count(Op::Read)
+        ));
+        let creds: Vec<String> = self
+            .files
+            .iter()
+            .filter(|f| f.credential)
+            .map(|f| f.path.clone())
+            .collect();
+        let pers: Vec<String> = self
+            .files
+            .iter()
+            .filter(|f| f.persistence)
+            .map(|f| f.path.clone())
+            .collect();
+        s.push_str(&format!(
+            "- **Credentials read**: {}\n",
+            list_or_none(&creds)
+        ));
+        s.push_str(&format!(
+            "- **Persistence written**: {}\n",
+            list_or_none(&pers)
+        ));
+        s.push_str(&format!("- **Network**: {} entries\n", self.network.len()));
+        let left: Vec<String> = self
+            .processes
+            .iter()
+            .filter(|p| p.running_at_end)
+            .map(|p| format!("{} ({})", p.pid, program(p)))
+            .collect();
+        s.push_str(&format!("- **Left running**: {}\n", list_or_none(&left)));
+        s.push_str(&format!(
+            "- **Coverage**: {} events, {} lost, file opens via {}{}\n",
+            self.coverage.events,
+            self.coverage.lost,
+            self.probe.file_open,
+            if self.probe.gaps.is_empty() {
+                String::new()
+            } else {
+                format!("; not seen: {}", self.probe.gaps.join("; "))
+            }
+        ));
+        if let Some(log) = &self.log {
+            s.push_str(&format!(
+                "- **Log**: `{}` ({} records, head `{}`)\n",
+                log.path,
+                log.records,
+                &log.head[..16.min(log.head.len())]
+            ));
+        }
+        s
+    }
+}
+
+fn program(p: &ProcessEntry) -> String {
+    p.argv
+        .first()
+        .or(p.exe.as_ref())
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .unwrap_or_else(|| format!("pid {}", p.pid))
+}
+
+fn counted(names: &[String]) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in names {
+        *counts.entry(n).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(n, c)| {
+            if *c > 1 {
+                format!("{n} ×{c}")
+            } else {
+                n.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    let mut v: Vec<&String> = items.iter().collect();
+    v.sort();
+    v.dedup();
+    let shown: Vec<String> = v.iter().take(10).map(|p| format!("`{p}`")).collect();
+    if v.len() > 10 {
+        format!("{} and {} more", shown.join(", "), v.len() - 10)
+    } else {
+        shown.join(", ")
+    }
+}

@@ -1,0 +1,223 @@
+//! What to watch: a command started under the probe (`run`), or a running process tree
+//! (`attach`), read from /proc.
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::unistd::{ForkResult, Gid, Pid, Uid};
+
+use crate::model::Existing;
+
+/// A usage error: exit 2 with this sentence.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// Finds the program a command names, as execvp would, so a command that cannot be started
+/// is refused before anything runs.
+pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
+    let check = |p: &Path| -> Result<PathBuf, Usage> {
+        let meta = std::fs::metadata(p)
+            .map_err(|e| Usage(format!("cannot start `{name}`: {}: {e}", p.display())))?;
+        if meta.is_dir() {
+            return Err(Usage(format!(
+                "cannot start `{name}`: {} is a directory",
+                p.display()
+            )));
+        }
+        nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).map_err(|_| {
+            Usage(format!(
+                "cannot start `{name}`: {} is not executable",
+                p.display()
+            ))
+        })?;
+        Ok(p.to_path_buf())
+    };
+    if name.is_empty() {
+        return Err(Usage("the command to run is empty".into()));
+    }
+    if name.contains('/') {
+        return check(Path::new(name));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return check(&candidate);
+        }
+    }
+    Err(Usage(format!(
+        "cannot start `{name}`: no such command in PATH; give a path or install it"
+    )))
+}
+
+/// The user the agent runs as: `--user`, else the user who called sudo, else ourselves.
+pub fn agent_user(user: Option<&str>) -> Result<Option<(Uid, Gid)>, Usage> {
+    if let Some(u) = user {
+        let found = match u.parse::<u32>() {
+            Ok(uid) => nix::unistd::User::from_uid(Uid::from_raw(uid)),
+            Err(_) => nix::unistd::User::from_name(u),
+        };
+        return match found {
+            Ok(Some(user)) => Ok(Some((user.uid, user.gid))),
+            _ => Err(Usage(format!("--user {u}: no such user"))),
+        };
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let id = |var: &str| std::env::var(var).ok().and_then(|v| v.parse::<u32>().ok());
+    match (id("SUDO_UID"), id("SUDO_GID")) {
+        (Some(uid), Some(gid)) if uid != 0 => Ok(Some((Uid::from_raw(uid), Gid::from_raw(gid)))),
+        _ => Ok(None),
+    }
+}
+
+/// A forked child that waits at a gate until its pid is in the traced set, then execs.
+pub struct GatedChild {
+    pub pid: Pid,
+    gate: OwnedFd,
+    status: OwnedFd,
+}
+
+/// Forks the agent. Call before any other thread exists: the child only makes system calls
+/// between fork and exec. All memory it needs is prepared here.
+pub fn fork_gated(
+    program: &Path,
+    argv: &[String],
+    user: Option<(Uid, Gid)>,
+) -> Result<GatedChild, Usage> {
+    let to_c =
+        |s: &str| CString::new(s).map_err(|_| Usage(format!("argument {s:?} contains a NUL byte")));
+    let c_program = to_c(&program.to_string_lossy())?;
+    let c_argv: Vec<CString> = argv.iter().map(|a| to_c(a)).collect::<Result<_, _>>()?;
+    let mut c_ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|a| a.as_ptr()).collect();
+    c_ptrs.push(std::ptr::null());
+    let (gate_r, gate_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Usage(format!("pipe: {e}")))?;
+    let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Usage(format!("pipe: {e}")))?;
+    // SAFETY: the child calls only async-signal-safe functions (read, write, signal, setuid
+    // family, execv, _exit) on memory prepared above.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => Err(Usage(format!("fork: {e}"))),
+        Ok(ForkResult::Child) => unsafe {
+            let mut byte = 0u8;
+            loop {
+                let n = libc::read(gate_r.as_raw_fd(), (&raw mut byte).cast(), 1);
+                if n == 1 {
+                    break;
+                }
+                if n == 0 || *libc::__errno_location() != libc::EINTR {
+                    libc::_exit(126);
+                }
+            }
+            // Rust ignores SIGPIPE; the agent gets the default back.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if let Some((uid, gid)) = user {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(gid.as_raw()) != 0
+                    || libc::setuid(uid.as_raw()) != 0
+                {
+                    let err = *libc::__errno_location();
+                    libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
+                    libc::_exit(126);
+                }
+            }
+            libc::execv(c_program.as_ptr(), c_ptrs.as_ptr());
+            let err = *libc::__errno_location();
+            libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
+            libc::_exit(127);
+        },
+        Ok(ForkResult::Parent { child }) => {
+            drop(gate_r);
+            drop(status_w);
+            Ok(GatedChild {
+                pid: child,
+                gate: gate_w,
+                status: status_r,
+            })
+        }
+    }
+}
+
+impl GatedChild {
+    /// Lets the child exec; returns once it has (or with the reason it could not).
+    pub fn release(self) -> Result<Pid, Usage> {
+        let one = [1u8];
+        nix::unistd::write(&self.gate, &one)
+            .map_err(|e| Usage(format!("starting the agent: {e}")))?;
+        let mut buf = [0u8; 4];
+        let n = nix::unistd::read(&self.status, &mut buf).unwrap_or(0);
+        if n == 4 {
+            let err = nix::errno::Errno::from_raw(i32::from_ne_bytes(buf));
+            return Err(Usage(format!("cannot start the command: {}", err.desc())));
+        }
+        Ok(self.pid)
+    }
+}
+
+fn read_stat(pid: u32) -> Option<procfs::process::Stat> {
+    procfs::process::Process::new(pid as i32).ok()?.stat().ok()
+}
+
+/// Checks an `attach` target: it exists and is not a kernel thread.
+pub fn check_attachable(pid: u32) -> Result<(), Usage> {
+    let stat = read_stat(pid).ok_or_else(|| Usage(format!("no process with pid {pid}")))?;
+    const PF_KTHREAD: u32 = 0x0020_0000;
+    if stat.flags & PF_KTHREAD != 0 || pid == 2 || stat.ppid == 2 {
+        return Err(Usage(format!(
+            "pid {pid} ({}) is a kernel thread; attach to a user process",
+            stat.comm
+        )));
+    }
+    Ok(())
+}
+
+/// The net namespace inode of a process.
+pub fn netns_of(pid: u32) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()?;
+    parse_ns_link(&link.to_string_lossy())
+}
+
+/// `net:[4026531840]` → 4026531840
+pub fn parse_ns_link(link: &str) -> Option<u64> {
+    link.split_once('[')?.1.strip_suffix(']')?.parse().ok()
+}
+
+/// The process and its descendants as they are now, parents first.
+pub fn tree(root: u32) -> Vec<Existing> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let stats: Vec<procfs::process::Stat> = all.filter_map(|p| p.ok()?.stat().ok()).collect();
+    let mut members = vec![root];
+    let mut i = 0;
+    while i < members.len() {
+        let parent = members[i] as i32;
+        for s in &stats {
+            if s.ppid == parent && !members.contains(&(s.pid as u32)) {
+                members.push(s.pid as u32);
+            }
+        }
+        i += 1;
+    }
+    members.into_iter().filter_map(existing).collect()
+}
+
+/// What /proc says of one process.
+pub fn existing(pid: u32) -> Option<Existing> {
+    let p = procfs::process::Process::new(pid as i32).ok()?;
+    let stat = p.stat().ok()?;
+    let ns_per_tick = 1_000_000_000 / procfs::ticks_per_second();
+    Some(Existing {
+        pid,
+        ppid: stat.ppid as u32,
+        start_ns: stat.starttime * ns_per_tick,
+        exe: p.exe().ok().map(|e| e.to_string_lossy().into_owned()),
+        argv: p.cmdline().unwrap_or_default(),
+        cwd: p.cwd().ok().map(|c| c.to_string_lossy().into_owned()),
+        uid: p.uid().ok(),
+        netns: netns_of(pid),
+    })
+}

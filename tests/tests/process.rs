@@ -1,0 +1,176 @@
+//! Process tree capture on the real kernel: the BPF object is loaded by the real binary and
+//! real processes run under it.
+use integration_tests::*;
+use serde_json::Value;
+
+#[test]
+fn exec_chain_keeps_argv_with_spaces_and_cwd() {
+    let r = run(&[], &["sh", "-c", "cd /tmp && /bin/echo 'two words' three > /dev/null && ls / > /dev/null"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let echo = r.exec_of(&["/bin/echo", "two words", "three"]);
+    assert_eq!(echo["exe"], "/bin/echo");
+    assert_eq!(echo["cwd"], "/tmp");
+    assert_eq!(echo["exit_code"], 0);
+    let sh = r.exec_of(&["sh", "-c", "cd /tmp && /bin/echo 'two words' three > /dev/null && ls / > /dev/null"]);
+    assert_eq!(echo["ppid"], sh["pid"], "echo's parent is the shell");
+    assert_eq!(r.exec_of(&["ls", "/"])["ppid"], sh["pid"]);
+    assert_eq!(r.report["coverage"]["lost"], 0);
+    assert_eq!(r.report["schema"], "sandbox-watch/report/1");
+}
+
+#[test]
+fn exit_code_and_signal_are_reported() {
+    let r = run(&[], &["sh", "-c", "sh -c 'exit 7'; sleep 5 & kill -9 $!; wait; true"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let seven = r.exec_of(&["sh", "-c", "exit 7"]);
+    assert_eq!(seven["exit_code"], 7);
+    assert_eq!(seven["signal"], Value::Null);
+    let sleep = r.exec_of(&["sleep", "5"]);
+    assert_eq!(sleep["signal"], 9);
+    assert_eq!(sleep["exit_code"], Value::Null);
+    assert_eq!(sleep["running_at_end"], false);
+}
+
+#[test]
+fn agent_exit_status_is_ours() {
+    let r = run(&[], &["sh", "-c", "exit 7"]);
+    assert_eq!(r.code(), Some(7));
+    assert_eq!(r.report["exit"]["code"], 7);
+    let r = run(&[], &["sh", "-c", "kill -9 $$"]);
+    assert_eq!(r.code(), Some(128 + 9));
+    assert_eq!(r.report["exit"]["signal"], 9);
+}
+
+#[test]
+fn fork_without_exec_is_an_entry() {
+    // The subshell forks and exits without exec'ing anything.
+    let r = run(&[], &["sh", "-c", "(exit 3); echo done > /dev/null"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let forks: Vec<&Value> = r.processes().iter().filter(|p| p["fork_only"] == true).collect();
+    assert!(
+        forks.iter().any(|p| p["exit_code"] == 3),
+        "a fork-only entry with exit code 3: {:#?}",
+        r.processes()
+    );
+}
+
+#[test]
+fn burst_of_500_execs_is_complete() {
+    let r = run(&[], &["sh", "-c", "i=0; while [ $i -lt 500 ]; do /bin/true $i; i=$((i+1)); done"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let mut seen: Vec<u32> = r
+        .processes()
+        .iter()
+        .filter(|p| p["argv"][0] == "/bin/true")
+        .map(|p| p["argv"][1].as_str().unwrap().parse().unwrap())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, (0..500).collect::<Vec<u32>>(), "every exec once");
+    assert_eq!(r.report["coverage"]["lost"], 0);
+    assert_eq!(r.report["coverage"]["complete"], true);
+}
+
+#[test]
+fn detached_process_is_left_running_and_reported() {
+    let r = run(&[], &["sh", "-c", "setsid sleep 7 > /dev/null 2>&1 < /dev/null &"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let sleep = r.exec_of(&["sleep", "7"]);
+    assert_eq!(sleep["running_at_end"], true);
+    assert_eq!(sleep["ended_at"], Value::Null);
+    let pid = sleep["pid"].as_u64().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "left running, not killed");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    assert!(r.report["violations"].as_array().unwrap().iter().any(|v| v["kind"] == "leftover"));
+}
+
+#[test]
+fn run_mode_captures_the_very_first_exec() {
+    let r = run(&[], &["/bin/true", "first"]);
+    assert_eq!(r.code(), Some(0));
+    let first = r.exec_of(&["/bin/true", "first"]);
+    assert_eq!(first["exe"], "/bin/true");
+    assert_eq!(r.report["agent"]["pid"], first["pid"]);
+    assert_eq!(r.report["agent"]["netns"], own_netns());
+    assert_eq!(r.report["verdict"], "inside");
+}
+
+#[test]
+fn attach_follows_existing_tree_and_new_children() {
+    require_root();
+    // A parent with a child that exists before the attach; the parent later runs a command.
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "sleep 30 & while [ ! -e {go} ]; do sleep 0.05; done; /bin/echo after-attach > /dev/null; kill $!",
+        go = go.display()
+    );
+    let mut parent = std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let report = dir.path().join("r.json");
+    let mut watcher = std::process::Command::new(bin())
+        .args(["attach", "--headless", "--report"])
+        .arg(&report)
+        .arg(parent.id().to_string())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(&go, "").unwrap();
+    parent.wait().unwrap();
+    let status = watcher.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let procs = r["processes"].as_array().unwrap();
+    let sleep = procs.iter().find(|p| p["argv"][0] == "sleep").expect("the child that existed before");
+    assert_eq!(sleep["preexisting"], true);
+    assert_eq!(sleep["signal"], 15, "killed by the parent after the attach");
+    let echo = procs.iter().find(|p| p["argv"][0] == "/bin/echo").expect("a command run after the attach");
+    assert_eq!(echo["ppid"], parent.id());
+    assert_eq!(echo["preexisting"], false);
+    assert_eq!(r["target"]["mode"], "attach");
+    assert_eq!(r["agent"]["netns"], own_netns());
+}
+
+#[test]
+fn unshare_sandbox_inside_and_nsenter_back_outside() {
+    let own = own_netns();
+    // Clean sandboxed run: everything inside the new namespace.
+    let r = run(&[], &["unshare", "-n", "sh", "-c", "ls / > /dev/null"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_ne!(r.report["agent"]["netns"], own, "the agent's namespace is the sandbox's");
+    assert_eq!(r.report["verdict"], "inside", "{:#}", r.report);
+    assert_eq!(r.exec_of(&["ls", "/"])["verdict"], "inside");
+
+    // A process that enters the test's own namespace again is outside.
+    let me = std::process::id();
+    let back = format!("nsenter --net=/proc/{me}/ns/net /bin/echo escaped > /dev/null; ls / > /dev/null");
+    let r = run(&[], &["unshare", "-n", "sh", "-c", &back]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.report["verdict"], "outside");
+    let escaped = r.exec_of(&["/bin/echo", "escaped"]);
+    assert_eq!(escaped["verdict"], "outside");
+    assert_eq!(escaped["netns"], own);
+    assert_eq!(r.exec_of(&["ls", "/"])["verdict"], "inside");
+    let v = r.report["violations"].as_array().unwrap();
+    assert!(v.iter().any(|v| v["kind"] == "outside" && v["pid"] == escaped["pid"]), "{v:#?}");
+}
+
+#[test]
+fn every_exec_strace_sees_is_in_the_report() {
+    require_root();
+    let script = "for f in a b c; do echo $f | tr a-z A-Z > /dev/null; done; sh -c 'ls /tmp > /dev/null; exit 2'; date > /dev/null";
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    let status = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=execve", "-o"])
+        .arg(&trace)
+        .args(["sh", "-c", script])
+        .status()
+        .expect("strace is installed");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let strace_execs = text.lines().filter(|l| l.contains("execve(") && l.trim_end().ends_with("= 0")).count();
+    let r = run(&[], &["sh", "-c", script]);
+    let ours = r.processes().iter().filter(|p| p["fork_only"] == false).count();
+    assert_eq!(ours, strace_execs, "strace saw {strace_execs} execs:\n{text}\nwe saw {:#?}", r.processes());
+    assert_eq!(r.exec_of(&["sh", "-c", "ls /tmp > /dev/null; exit 2"])["exit_code"], 2);
+}

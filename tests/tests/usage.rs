@@ -1,0 +1,65 @@
+//! Bad input: a sentence on stderr and the documented exit code, never a panic.
+use integration_tests::*;
+
+fn check(args: &[&str], code: i32, says: &str) {
+    let out = sandbox_watch(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert!(stderr.contains(says), "{args:?} should say {says:?}; said: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn attach_bad_pids() {
+    require_root();
+    check(&["attach", "abc"], 2, "not a process id");
+    check(&["attach", "--", "-5"], 2, "not a process id");
+    check(&["attach", "0"], 2, "not a process id");
+    check(&["attach", "4000000"], 2, "no process with pid 4000000");
+    check(&["attach", "2"], 2, "kernel thread");
+}
+
+#[test]
+fn run_bad_commands() {
+    require_root();
+    check(&["run"], 2, "COMMAND");
+    check(&["run", "--", "/no/such/program"], 2, "cannot start");
+    check(&["run", "--", "no-such-command-anywhere"], 2, "no such command");
+    check(&["run", "--", "/etc"], 2, "directory");
+    check(&["run", "--", "/etc/hostname"], 2, "not executable");
+}
+
+#[test]
+fn bad_options() {
+    check(&["run", "--fail-on", "outside,bogus", "--", "true"], 2, "unknown kind 'bogus'");
+    check(&["run", "--bogus", "--", "true"], 2, "--bogus");
+    check(&["run", "--ring-buffer", "1000", "--", "true"], 2, "power of two");
+    check(&["run", "--duration", "-1", "--", "true"], 2, "positive");
+}
+
+#[test]
+fn unwritable_log_is_found_before_the_agent_starts() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let cmd = format!("touch {}", marker.display());
+    check(&["run", "--log", "/no/such/dir/log.jsonl", "--", "sh", "-c", &cmd], 2, "/no/such/dir/log.jsonl");
+    assert!(!marker.exists(), "the agent must not start");
+    check(&["run", "--report", "/no/such/dir/r.json", "--", "sh", "-c", &cmd], 2, "does not exist");
+    assert!(!marker.exists(), "the agent must not start");
+}
+
+#[test]
+fn not_root_is_exit_4_with_advice() {
+    require_root();
+    // Drop to nobody for the monitor itself.
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin())
+        .args(["run", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("needs root"), "{stderr}");
+}
