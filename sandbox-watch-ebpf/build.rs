@@ -13,7 +13,8 @@ fn run(cmd: &mut Command, what: &str) {
 }
 
 fn main() {
-    let bpf_linker = which::which("bpf-linker").expect("bpf-linker not found: run `cargo xtask setup`");
+    let bpf_linker =
+        which::which("bpf-linker").expect("bpf-linker not found: run `cargo xtask setup`");
     println!("cargo:rerun-if-changed={}", bpf_linker.display());
     println!("cargo:rerun-if-changed=c/kernel.c");
 
@@ -38,7 +39,15 @@ fn main() {
     let bitcode = out.join("kernel.bc");
     run(
         Command::new("clang")
-            .args(["-target", "bpf", "-O2", "-g", "-emit-llvm", "-c", "-D__TARGET_ARCH_x86"])
+            .args([
+                "-target",
+                "bpf",
+                "-O2",
+                "-g",
+                "-emit-llvm",
+                "-c",
+                "-D__TARGET_ARCH_x86",
+            ])
             .arg("-I")
             .arg(&out)
             .arg("c/kernel.c")

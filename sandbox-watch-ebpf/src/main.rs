@@ -63,7 +63,7 @@ pub fn current_task() -> *const core::ffi::c_void {
 /// cgroup is added to `TRACED`, so it is followed from its first event there.
 #[inline(always)]
 pub fn is_traced(tgid: u32) -> bool {
-    if unsafe { TRACED.get(&tgid) }.is_some() {
+    if unsafe { TRACED.get(tgid) }.is_some() {
         return true;
     }
     let id = unsafe { core::ptr::read_volatile(&CGROUP_ID) };
@@ -74,16 +74,16 @@ pub fn is_traced(tgid: u32) -> bool {
     if unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) } != id {
         return false;
     }
-    let _ = TRACED.insert(&tgid, &1, 0);
+    let _ = TRACED.insert(tgid, 1, 0);
     true
 }
 
 pub fn trace(tgid: u32) {
-    let _ = TRACED.insert(&tgid, &1, 0);
+    let _ = TRACED.insert(tgid, 1, 0);
 }
 
 pub fn untrace(tgid: u32) {
-    let _ = TRACED.remove(&tgid);
+    let _ = TRACED.remove(tgid);
 }
 
 /// This CPU's scratch area.

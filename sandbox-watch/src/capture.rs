@@ -3,7 +3,6 @@
 //! A single task owns the whole pipeline (no locks): it waits on the ring buffer's fd, the
 //! agent's exit, signals and a tick, and handles each record as it arrives.
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use aya::maps::{MapData, RingBuf};
@@ -60,7 +59,6 @@ impl Clock {
 pub enum Mode {
     Run { command: Vec<String> },
     Attach { pid: u32 },
-    Container { id: String, cgroup: String },
 }
 
 /// How the capture ends.
@@ -80,7 +78,6 @@ pub struct Capture {
     pub files: Files,
     pub classifier: Classifier,
     pub log: Option<LogWriter>,
-    pub log_path: Option<PathBuf>,
     pub clock: Clock,
     pub started_ns: u64,
     pub events: u64,
@@ -96,14 +93,10 @@ impl Capture {
         probe: Probe,
         model: Model,
         classifier: Classifier,
-        log: Option<(LogWriter, PathBuf)>,
+        log: Option<LogWriter>,
     ) -> Capture {
         let clock = Clock::now();
         let started_ns = clock.boot_now();
-        let (log, log_path) = match log {
-            Some((w, p)) => (Some(w), Some(p)),
-            None => (None, None),
-        };
         Capture {
             mode,
             probe,
@@ -111,7 +104,6 @@ impl Capture {
             files: Files::default(),
             classifier,
             log,
-            log_path,
             clock,
             started_ns,
             events: 0,
@@ -161,15 +153,6 @@ impl Capture {
                 pid: Some(*pid),
                 container: None,
             },
-            Mode::Container { id, cgroup } => Target {
-                mode: "container".into(),
-                command: Vec::new(),
-                pid: None,
-                container: Some(report::ContainerRef {
-                    id: id.clone(),
-                    cgroup: cgroup.clone(),
-                }),
-            },
         }
     }
 
@@ -211,7 +194,7 @@ impl Capture {
             pidns: p.pidns,
             userns: p.userns,
             cgroup_id: p.cgroup_id,
-            duration_s: end.saturating_sub(p.began_ns) as f64 / 1e9,
+            duration_ms: end.saturating_sub(p.began_ns) / 1_000_000,
         }
     }
 
@@ -243,7 +226,7 @@ impl Capture {
                             "exit_code",
                             "signal",
                             "running_at_end",
-                            "duration_s",
+                            "duration_ms",
                         ] {
                             m.remove(k);
                         }
@@ -434,20 +417,20 @@ impl Capture {
             "violations": violations.len(),
             "ended_by": self.ended_by,
         });
-        self.write_log(end_ns, "end", end_fields);
-        let log = match (self.log.as_mut(), &self.log_path) {
-            (Some(w), Some(path)) => {
-                if let Err(e) = w.flush() {
-                    eprintln!("sandbox-watch: writing the log failed: {e}");
-                }
-                Some(LogInfo {
-                    path: path.display().to_string(),
-                    records: w.records(),
-                    head: w.head().to_string(),
-                })
+        let end_at = self.clock.wall(end_ns);
+        let log = self.log.as_mut().map(|w| {
+            let Value::Object(fields) = end_fields else {
+                unreachable!("json! of an object")
+            };
+            if let Err(e) = w.finish(end_at, fields) {
+                eprintln!("sandbox-watch: writing the log failed: {e}");
             }
-            _ => None,
-        };
+            LogInfo {
+                path: w.path().display().to_string(),
+                records: w.records(),
+                head: w.head().to_string(),
+            }
+        });
         Report {
             schema: report::SCHEMA.into(),
             target: self.target(),
@@ -528,9 +511,10 @@ impl Capture {
                 summary: format!("{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete", by.join(", ")),
             });
         }
-        for p in processes.iter().filter(|p| {
-            p.running_at_end && !p.fork_only || p.running_at_end && p.fork_only && p.preexisting
-        }) {
+        for p in processes
+            .iter()
+            .filter(|p| p.running_at_end && (!p.fork_only || p.preexisting))
+        {
             out.push(Violation {
                 kind: "leftover".into(),
                 pid: Some(p.pid),

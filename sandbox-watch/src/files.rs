@@ -36,10 +36,8 @@ impl Op {
         if open.f_mode & FMODE_CREATED != 0 {
             Op::Create
         } else if open.f_mode & FMODE_WRITE != 0
-            || open.open_flags & (O_WRONLY | O_RDWR | O_TRUNC) != 0
+            || open.open_flags & (O_WRONLY | O_RDWR | O_TRUNC | O_CREAT) != 0
         {
-            Op::Write
-        } else if open.open_flags & O_CREAT != 0 {
             Op::Write
         } else {
             Op::Read
@@ -78,9 +76,6 @@ pub struct FileEntry {
     pub sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256_skipped: Option<String>,
-    /// Boot clock ns of the first occurrence.
-    #[serde(skip)]
-    pub at_ns: u64,
 }
 
 pub fn dev_string(dev: u32) -> String {
@@ -138,7 +133,6 @@ impl Files {
             count: 1,
             sha256: None,
             sha256_skipped: None,
-            at_ns: h.ktime_ns,
         });
         let index = self.entries.len() - 1;
         let mut always_report = None;
@@ -187,7 +181,6 @@ impl Files {
             count: 1,
             sha256: None,
             sha256_skipped: None,
-            at_ns: p.header.ktime_ns,
         });
         Some(self.entries.len() - 1)
     }

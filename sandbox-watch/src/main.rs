@@ -87,7 +87,7 @@ struct CaptureArgs {
     #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
     fail_on: Option<Vec<String>>,
     /// Stop after this many seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Also count reads of files matching this glob as credential reads (repeatable).
     #[arg(long = "credential", value_name = "GLOB")]
@@ -108,7 +108,12 @@ struct RunArgs {
     #[command(flatten)]
     capture: CaptureArgs,
     /// Seconds to keep watching after the agent exits, for its last children's events.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     linger: f64,
     /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
     #[arg(long, value_name = "USER")]
@@ -231,7 +236,7 @@ fn verify(log: &Path) -> u8 {
 /// Checks the options every capture shares and opens the log, before anything starts.
 fn prepare(
     args: &CaptureArgs,
-) -> anyhow::Result<(classify::Classifier, Option<(evidence::LogWriter, PathBuf)>)> {
+) -> anyhow::Result<(classify::Classifier, Option<evidence::LogWriter>)> {
     let classifier = classify::Classifier::new(&args.credentials)?;
     if let Some(d) = args.duration
         && !(d > 0.0 && d.is_finite())
@@ -242,7 +247,7 @@ fn prepare(
         check_writable(path)?;
     }
     let log = match &args.log {
-        Some(path) => Some((evidence::LogWriter::create(path, args.force)?, path.clone())),
+        Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
         None => None,
     };
     Ok((classifier, log))

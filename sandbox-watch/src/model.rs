@@ -167,17 +167,6 @@ impl Model {
         self.live.len()
     }
 
-    pub fn is_live(&self, tgid: u32, start_ns: u64) -> bool {
-        self.live.contains_key(&self.key(tgid, start_ns))
-    }
-
-    /// The entry of a live process, for events about it (files, network).
-    pub fn live_entry(&self, tgid: u32, start_ns: u64) -> Option<&Process> {
-        self.live
-            .get(&self.key(tgid, start_ns))
-            .map(|&i| &self.processes[i])
-    }
-
     pub fn verdict(&self, p: &Process) -> Verdict {
         if p.launcher {
             return Verdict::Inside;

@@ -376,10 +376,6 @@ impl Probe {
             .map_err(|e| ProbeError::Load(format!("adding pid {tgid} to the traced set: {e}")))
     }
 
-    pub fn traced_count(&self) -> usize {
-        self.traced.keys().filter(|k| k.is_ok()).count()
-    }
-
     /// Records lost in the kernel so far, per event kind (index = kind number).
     pub fn lost(&self) -> [u64; KIND_SLOTS as usize] {
         let mut out = [0u64; KIND_SLOTS as usize];

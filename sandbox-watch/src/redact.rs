@@ -53,6 +53,7 @@ pub fn redact_argv(argv: &[String]) -> (Vec<String>, usize) {
 
 /// True when a single string looks like a secret token by shape (the whole string is one
 /// GitHub, AWS, Slack, JWT, OpenAI/Anthropic, GitLab, … token, or a private key block).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn looks_like_token(s: &str) -> bool {
     let s = s.trim();
     if s.starts_with("-----BEGIN") && PEM.is_match(s) {

@@ -100,8 +100,9 @@ pub struct ProcessEntry {
     pub pidns: Option<u64>,
     pub userns: Option<u64>,
     pub cgroup_id: Option<u64>,
-    /// Seconds from start to end (or to the end of the capture while still running).
-    pub duration_s: f64,
+    /// Milliseconds from start to end (or to the end of the capture while still running).
+    /// An integer: floats print differently across languages, and log lines are hashed.
+    pub duration_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -168,9 +169,7 @@ impl Report {
             .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
             .map(|p| program(p))
             .collect();
-        let longest = runs
-            .iter()
-            .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+        let longest = runs.iter().max_by(|a, b| a.duration_ms.cmp(&b.duration_ms));
         s.push_str(&format!(
             "- **Commands**: {} ({} failed{}){}\n",
             runs.len(),
@@ -182,7 +181,7 @@ impl Report {
             },
             longest.map_or(String::new(), |p| format!(
                 ", longest {:.1} s ({})",
-                p.duration_s,
+                p.duration_ms as f64 / 1000.0,
                 program(p)
             ))
         ));

@@ -114,15 +114,14 @@ pub fn fork_gated(
             }
             // Rust ignores SIGPIPE; the agent gets the default back.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if let Some((uid, gid)) = user {
-                if libc::setgroups(0, std::ptr::null()) != 0
+            if let Some((uid, gid)) = user
+                && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(gid.as_raw()) != 0
-                    || libc::setuid(uid.as_raw()) != 0
-                {
-                    let err = *libc::__errno_location();
-                    libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
-                    libc::_exit(126);
-                }
+                    || libc::setuid(uid.as_raw()) != 0)
+            {
+                let err = *libc::__errno_location();
+                libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
+                libc::_exit(126);
             }
             libc::execv(c_program.as_ptr(), c_ptrs.as_ptr());
             let err = *libc::__errno_location();

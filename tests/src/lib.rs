@@ -55,14 +55,21 @@ impl Run {
             .iter()
             .filter(|p| {
                 !p["fork_only"].as_bool().unwrap_or(false)
-                    && p["argv"].as_array().is_some_and(|a| a.len() == argv.len() && a.iter().zip(argv).all(|(x, y)| x == y))
+                    && p["argv"].as_array().is_some_and(|a| {
+                        a.len() == argv.len() && a.iter().zip(argv).all(|(x, y)| x == y)
+                    })
             })
             .collect()
     }
 
     pub fn exec_of(&self, argv: &[&str]) -> &Value {
         let found = self.execs_of(argv);
-        assert_eq!(found.len(), 1, "expected one exec of {argv:?}; processes: {:#?}", self.processes());
+        assert_eq!(
+            found.len(),
+            1,
+            "expected one exec of {argv:?}; processes: {:#?}",
+            self.processes()
+        );
         found[0]
     }
 
@@ -104,19 +111,31 @@ pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
         )
     });
     let report: Value = serde_json::from_str(&text).expect("report is JSON");
-    Run { output, report, log, dir }
+    Run {
+        output,
+        report,
+        log,
+        dir,
+    }
 }
 
 /// Runs sandbox-watch with arbitrary arguments.
 pub fn sandbox_watch(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).env_remove("GITHUB_STEP_SUMMARY").output().expect("start sandbox-watch")
+    Command::new(bin())
+        .args(args)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("start sandbox-watch")
 }
 
 /// The test process's own net namespace inode.
 pub fn own_netns() -> u64 {
     let link = std::fs::read_link("/proc/self/ns/net").unwrap();
     let s = link.to_string_lossy();
-    s.trim_start_matches("net:[").trim_end_matches(']').parse().unwrap()
+    s.trim_start_matches("net:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap()
 }
 
 pub fn sh(script: &str) -> Vec<String> {

@@ -5,13 +5,24 @@ use serde_json::Value;
 
 #[test]
 fn exec_chain_keeps_argv_with_spaces_and_cwd() {
-    let r = run(&[], &["sh", "-c", "cd /tmp && /bin/echo 'two words' three > /dev/null && ls / > /dev/null"]);
+    let r = run(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "cd /tmp && /bin/echo 'two words' three > /dev/null && ls / > /dev/null",
+        ],
+    );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let echo = r.exec_of(&["/bin/echo", "two words", "three"]);
     assert_eq!(echo["exe"], "/bin/echo");
     assert_eq!(echo["cwd"], "/tmp");
     assert_eq!(echo["exit_code"], 0);
-    let sh = r.exec_of(&["sh", "-c", "cd /tmp && /bin/echo 'two words' three > /dev/null && ls / > /dev/null"]);
+    let sh = r.exec_of(&[
+        "sh",
+        "-c",
+        "cd /tmp && /bin/echo 'two words' three > /dev/null && ls / > /dev/null",
+    ]);
     assert_eq!(echo["ppid"], sh["pid"], "echo's parent is the shell");
     assert_eq!(r.exec_of(&["ls", "/"])["ppid"], sh["pid"]);
     assert_eq!(r.report["coverage"]["lost"], 0);
@@ -20,7 +31,14 @@ fn exec_chain_keeps_argv_with_spaces_and_cwd() {
 
 #[test]
 fn exit_code_and_signal_are_reported() {
-    let r = run(&[], &["sh", "-c", "sh -c 'exit 7'; sleep 5 & kill -9 $!; wait; true"]);
+    let r = run(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "sh -c 'exit 7'; sleep 5 & sleep 0.3; kill -9 $!; wait; true",
+        ],
+    );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let seven = r.exec_of(&["sh", "-c", "exit 7"]);
     assert_eq!(seven["exit_code"], 7);
@@ -46,7 +64,11 @@ fn fork_without_exec_is_an_entry() {
     // The subshell forks and exits without exec'ing anything.
     let r = run(&[], &["sh", "-c", "(exit 3); echo done > /dev/null"]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
-    let forks: Vec<&Value> = r.processes().iter().filter(|p| p["fork_only"] == true).collect();
+    let forks: Vec<&Value> = r
+        .processes()
+        .iter()
+        .filter(|p| p["fork_only"] == true)
+        .collect();
     assert!(
         forks.iter().any(|p| p["exit_code"] == 3),
         "a fork-only entry with exit code 3: {:#?}",
@@ -56,7 +78,14 @@ fn fork_without_exec_is_an_entry() {
 
 #[test]
 fn burst_of_500_execs_is_complete() {
-    let r = run(&[], &["sh", "-c", "i=0; while [ $i -lt 500 ]; do /bin/true $i; i=$((i+1)); done"]);
+    let r = run(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 500 ]; do /bin/true $i; i=$((i+1)); done",
+        ],
+    );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let mut seen: Vec<u32> = r
         .processes()
@@ -67,20 +96,38 @@ fn burst_of_500_execs_is_complete() {
     seen.sort();
     assert_eq!(seen, (0..500).collect::<Vec<u32>>(), "every exec once");
     assert_eq!(r.report["coverage"]["lost"], 0);
-    assert_eq!(r.report["coverage"]["complete"], true);
+    // Complete unless this kernel's hooks have gaps (the io_uring gap where fentry is refused).
+    let gaps = r.report["probe"]["gaps"].as_array().unwrap();
+    assert_eq!(
+        r.report["coverage"]["complete"],
+        gaps.is_empty(),
+        "{gaps:?}"
+    );
 }
 
 #[test]
 fn detached_process_is_left_running_and_reported() {
-    let r = run(&[], &["sh", "-c", "setsid sleep 7 > /dev/null 2>&1 < /dev/null &"]);
+    let r = run(
+        &[],
+        &["sh", "-c", "setsid sleep 7 > /dev/null 2>&1 < /dev/null &"],
+    );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let sleep = r.exec_of(&["sleep", "7"]);
     assert_eq!(sleep["running_at_end"], true);
     assert_eq!(sleep["ended_at"], Value::Null);
     let pid = sleep["pid"].as_u64().unwrap();
-    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "left running, not killed");
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "left running, not killed"
+    );
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    assert!(r.report["violations"].as_array().unwrap().iter().any(|v| v["kind"] == "leftover"));
+    assert!(
+        r.report["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["kind"] == "leftover")
+    );
 }
 
 #[test]
@@ -104,7 +151,10 @@ fn attach_follows_existing_tree_and_new_children() {
         "sleep 30 & while [ ! -e {go} ]; do sleep 0.05; done; /bin/echo after-attach > /dev/null; kill $!",
         go = go.display()
     );
-    let mut parent = std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let mut parent = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let report = dir.path().join("r.json");
     let mut watcher = std::process::Command::new(bin())
@@ -120,10 +170,16 @@ fn attach_follows_existing_tree_and_new_children() {
     assert_eq!(status.code(), Some(0));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let procs = r["processes"].as_array().unwrap();
-    let sleep = procs.iter().find(|p| p["argv"][0] == "sleep").expect("the child that existed before");
+    let sleep = procs
+        .iter()
+        .find(|p| p["argv"][0] == "sleep")
+        .expect("the child that existed before");
     assert_eq!(sleep["preexisting"], true);
     assert_eq!(sleep["signal"], 15, "killed by the parent after the attach");
-    let echo = procs.iter().find(|p| p["argv"][0] == "/bin/echo").expect("a command run after the attach");
+    let echo = procs
+        .iter()
+        .find(|p| p["argv"][0] == "/bin/echo")
+        .expect("a command run after the attach");
     assert_eq!(echo["ppid"], parent.id());
     assert_eq!(echo["preexisting"], false);
     assert_eq!(r["target"]["mode"], "attach");
@@ -136,13 +192,17 @@ fn unshare_sandbox_inside_and_nsenter_back_outside() {
     // Clean sandboxed run: everything inside the new namespace.
     let r = run(&[], &["unshare", "-n", "sh", "-c", "ls / > /dev/null"]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
-    assert_ne!(r.report["agent"]["netns"], own, "the agent's namespace is the sandbox's");
+    assert_ne!(
+        r.report["agent"]["netns"], own,
+        "the agent's namespace is the sandbox's"
+    );
     assert_eq!(r.report["verdict"], "inside", "{:#}", r.report);
     assert_eq!(r.exec_of(&["ls", "/"])["verdict"], "inside");
 
     // A process that enters the test's own namespace again is outside.
     let me = std::process::id();
-    let back = format!("nsenter --net=/proc/{me}/ns/net /bin/echo escaped > /dev/null; ls / > /dev/null");
+    let back =
+        format!("nsenter --net=/proc/{me}/ns/net /bin/echo escaped > /dev/null; ls / > /dev/null");
     let r = run(&[], &["unshare", "-n", "sh", "-c", &back]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_eq!(r.report["verdict"], "outside");
@@ -151,7 +211,11 @@ fn unshare_sandbox_inside_and_nsenter_back_outside() {
     assert_eq!(escaped["netns"], own);
     assert_eq!(r.exec_of(&["ls", "/"])["verdict"], "inside");
     let v = r.report["violations"].as_array().unwrap();
-    assert!(v.iter().any(|v| v["kind"] == "outside" && v["pid"] == escaped["pid"]), "{v:#?}");
+    assert!(
+        v.iter()
+            .any(|v| v["kind"] == "outside" && v["pid"] == escaped["pid"]),
+        "{v:#?}"
+    );
 }
 
 #[test]
@@ -168,9 +232,25 @@ fn every_exec_strace_sees_is_in_the_report() {
         .expect("strace is installed");
     assert!(status.success());
     let text = std::fs::read_to_string(&trace).unwrap();
-    let strace_execs = text.lines().filter(|l| l.contains("execve(") && l.trim_end().ends_with("= 0")).count();
+    // A successful execve ends in "= 0", on its own line or on a "<... execve resumed>" line.
+    let strace_execs = text
+        .lines()
+        .filter(|l| l.contains("execve") && l.trim_end().ends_with("= 0"))
+        .count();
     let r = run(&[], &["sh", "-c", script]);
-    let ours = r.processes().iter().filter(|p| p["fork_only"] == false).count();
-    assert_eq!(ours, strace_execs, "strace saw {strace_execs} execs:\n{text}\nwe saw {:#?}", r.processes());
-    assert_eq!(r.exec_of(&["sh", "-c", "ls /tmp > /dev/null; exit 2"])["exit_code"], 2);
+    let ours = r
+        .processes()
+        .iter()
+        .filter(|p| p["fork_only"] == false)
+        .count();
+    assert_eq!(
+        ours,
+        strace_execs,
+        "strace saw {strace_execs} execs:\n{text}\nwe saw {:#?}",
+        r.processes()
+    );
+    assert_eq!(
+        r.exec_of(&["sh", "-c", "ls /tmp > /dev/null; exit 2"])["exit_code"],
+        2
+    );
 }

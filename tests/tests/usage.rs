@@ -5,7 +5,10 @@ fn check(args: &[&str], code: i32, says: &str) {
     let out = sandbox_watch(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-    assert!(stderr.contains(says), "{args:?} should say {says:?}; said: {stderr}");
+    assert!(
+        stderr.contains(says),
+        "{args:?} should say {says:?}; said: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -24,16 +27,44 @@ fn run_bad_commands() {
     require_root();
     check(&["run"], 2, "COMMAND");
     check(&["run", "--", "/no/such/program"], 2, "cannot start");
-    check(&["run", "--", "no-such-command-anywhere"], 2, "no such command");
+    check(
+        &["run", "--", "no-such-command-anywhere"],
+        2,
+        "no such command",
+    );
     check(&["run", "--", "/etc"], 2, "directory");
-    check(&["run", "--", "/etc/hostname"], 2, "not executable");
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.txt");
+    std::fs::write(&plain, "not a program").unwrap();
+    check(&["run", "--", plain.to_str().unwrap()], 2, "not executable");
+    // Executable but not a program the kernel can run: found at exec, still a usage error.
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, [0x7f, b'E', b'L', b'F', 0, 1, 2]).unwrap();
+    std::fs::set_permissions(
+        &garbage,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    check(
+        &["run", "--", garbage.to_str().unwrap()],
+        2,
+        "Exec format error",
+    );
 }
 
 #[test]
 fn bad_options() {
-    check(&["run", "--fail-on", "outside,bogus", "--", "true"], 2, "unknown kind 'bogus'");
+    check(
+        &["run", "--fail-on", "outside,bogus", "--", "true"],
+        2,
+        "unknown kind 'bogus'",
+    );
     check(&["run", "--bogus", "--", "true"], 2, "--bogus");
-    check(&["run", "--ring-buffer", "1000", "--", "true"], 2, "power of two");
+    check(
+        &["run", "--ring-buffer", "1000", "--", "true"],
+        2,
+        "power of two",
+    );
     check(&["run", "--duration", "-1", "--", "true"], 2, "positive");
 }
 
@@ -43,9 +74,33 @@ fn unwritable_log_is_found_before_the_agent_starts() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let cmd = format!("touch {}", marker.display());
-    check(&["run", "--log", "/no/such/dir/log.jsonl", "--", "sh", "-c", &cmd], 2, "/no/such/dir/log.jsonl");
+    check(
+        &[
+            "run",
+            "--log",
+            "/no/such/dir/log.jsonl",
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+        2,
+        "/no/such/dir/log.jsonl",
+    );
     assert!(!marker.exists(), "the agent must not start");
-    check(&["run", "--report", "/no/such/dir/r.json", "--", "sh", "-c", &cmd], 2, "does not exist");
+    check(
+        &[
+            "run",
+            "--report",
+            "/no/such/dir/r.json",
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+        2,
+        "does not exist",
+    );
     assert!(!marker.exists(), "the agent must not start");
 }
 

@@ -43,7 +43,9 @@ fn main() -> anyhow::Result<()> {
         Task::Run { args } => {
             setup()?;
             build()?;
-            let status = Command::new(root().join("target/release/sandbox-watch")).args(&args).status()?;
+            let status = Command::new(root().join("target/release/sandbox-watch"))
+                .args(&args)
+                .status()?;
             std::process::exit(status.code().unwrap_or(1));
         }
         Task::Test { filter } => {
@@ -56,12 +58,17 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn run(cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("+ {cmd:?}");
-    let status = cmd.status().with_context(|| format!("cannot start {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed ({status})");
     }
@@ -69,7 +76,9 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
 }
 
 fn output(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd.output().with_context(|| format!("cannot start {cmd:?}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
     if !out.status.success() {
         bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -77,13 +86,18 @@ fn output(cmd: &mut Command) -> anyhow::Result<String> {
 }
 
 fn have(program: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {program}")]).output().is_ok_and(|o| o.status.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn cargo_home() -> PathBuf {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cargo"))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cargo")
+        })
 }
 
 fn is_root() -> bool {
@@ -92,20 +106,44 @@ fn is_root() -> bool {
 
 fn setup() -> anyhow::Result<()> {
     // The nightly toolchain and its rust-src (the BPF target builds core from source).
-    let installed = output(Command::new("rustup").args(["component", "list", "--toolchain", "nightly", "--installed"]))
-        .unwrap_or_default();
+    let installed = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--toolchain",
+        "nightly",
+        "--installed",
+    ]))
+    .unwrap_or_default();
     if installed.is_empty() {
-        run(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))?;
     }
     if !installed.lines().any(|l| l.starts_with("rust-src")) {
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
 
     // Debian packages: clang + libbpf headers + bpftool for the C shim.
     let missing: Vec<&str> = [
         ("clang", have("clang")),
-        ("libbpf-dev", Path::new("/usr/include/bpf/bpf_core_read.h").exists()),
-        ("bpftool", have("bpftool") || Path::new("/usr/sbin/bpftool").exists()),
+        (
+            "libbpf-dev",
+            Path::new("/usr/include/bpf/bpf_core_read.h").exists(),
+        ),
+        (
+            "bpftool",
+            have("bpftool") || Path::new("/usr/sbin/bpftool").exists(),
+        ),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)
@@ -113,10 +151,15 @@ fn setup() -> anyhow::Result<()> {
     .collect();
     if !missing.is_empty() {
         if !is_root() {
-            bail!("missing packages {missing:?}: run `sudo apt-get install {}`", missing.join(" "));
+            bail!(
+                "missing packages {missing:?}: run `sudo apt-get install {}`",
+                missing.join(" ")
+            );
         }
         run(Command::new("apt-get").arg("update").arg("-qq"))?;
-        run(Command::new("apt-get").args(["install", "-y", "-qq", "--no-install-recommends"]).args(&missing))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing))?;
     }
 
     // bpf-linker must use the same LLVM as the nightly rustc.
@@ -133,14 +176,22 @@ fn setup() -> anyhow::Result<()> {
     let want = format!("bpf-linker {BPF_LINKER_VERSION} llvm {llvm}");
     let linker = cargo_home().join("bin/bpf-linker");
     let current = std::fs::read_to_string(&stamp).unwrap_or_default();
-    let works = linker.exists() && Command::new(&linker).arg("--version").output().is_ok_and(|o| o.status.success());
+    let works = linker.exists()
+        && Command::new(&linker)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
     if current.trim() != want || !works {
         let sysroot = output(Command::new("rustc").args(["+nightly", "--print", "sysroot"]))?;
         let lib_dir = Path::new(sysroot.trim()).join("lib");
         let lib = std::fs::read_dir(&lib_dir)?
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("libLLVM.so.{major}"))))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("libLLVM.so.{major}")))
+            })
             .with_context(|| format!("no libLLVM.so.{major}* in {}", lib_dir.display()))?;
         let link_dir = prefix.join("lib");
         std::fs::create_dir_all(&link_dir)?;
@@ -148,7 +199,15 @@ fn setup() -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&lib, &link)?;
         run(Command::new("cargo")
-            .args(["install", "--force", "bpf-linker", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features"])
+            .args([
+                "install",
+                "--force",
+                "bpf-linker",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+            ])
             .arg(format!("llvm-{major}"))
             .env("LLVM_PREFIX", &prefix))?;
         std::fs::write(&stamp, &want)?;
@@ -156,7 +215,9 @@ fn setup() -> anyhow::Result<()> {
 
     // What running needs: say it now rather than fail later.
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        eprintln!("warning: this kernel has no BTF (/sys/kernel/btf/vmlinux); the probe cannot load here");
+        eprintln!(
+            "warning: this kernel has no BTF (/sys/kernel/btf/vmlinux); the probe cannot load here"
+        );
     }
     if !is_root() {
         eprintln!("warning: not root; the capture and the kernel tests need root (sudo)");
@@ -165,7 +226,12 @@ fn setup() -> anyhow::Result<()> {
 }
 
 fn build() -> anyhow::Result<()> {
-    run(Command::new("cargo").current_dir(root()).args(["build", "--release", "-p", "sandbox-watch"]))
+    run(Command::new("cargo").current_dir(root()).args([
+        "build",
+        "--release",
+        "-p",
+        "sandbox-watch",
+    ]))
 }
 
 fn test(filter: Option<&str>) -> anyhow::Result<()> {
@@ -173,7 +239,16 @@ fn test(filter: Option<&str>) -> anyhow::Result<()> {
     // Unit tests: pure logic, no root needed.
     run(Command::new("cargo")
         .current_dir(root())
-        .args(["test", "--release", "-p", "sandbox-watch", "-p", "sandbox-watch-common", "-p", "xtask"])
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "sandbox-watch",
+            "-p",
+            "sandbox-watch-common",
+            "-p",
+            "xtask",
+        ])
         .args(filter))?;
     if !is_root() {
         bail!("the kernel tests need root: run `sudo -E cargo xtask test`");
@@ -190,11 +265,31 @@ fn test(filter: Option<&str>) -> anyhow::Result<()> {
 }
 
 fn lint() -> anyhow::Result<()> {
-    run(Command::new("cargo").current_dir(root()).args(["fmt", "--all", "--check"]))?;
-    run(Command::new("cargo").current_dir(root()).args(["clippy", "--release", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    let ebpf = root().join("sandbox-watch-ebpf");
     run(Command::new("cargo")
-        .current_dir(&ebpf)
-        .args(["+nightly", "clippy", "--release", "--target", "bpfel-unknown-none", "-Z", "build-std=core", "--", "-D", "warnings", "-C", "panic=abort"]))?;
+        .current_dir(root())
+        .args(["fmt", "--all", "--check"]))?;
+    run(Command::new("cargo").current_dir(root()).args([
+        "clippy",
+        "--release",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    let ebpf = root().join("sandbox-watch-ebpf");
+    run(Command::new("cargo").current_dir(&ebpf).args([
+        "+nightly",
+        "clippy",
+        "--release",
+        "--target",
+        "bpfel-unknown-none",
+        "-Z",
+        "build-std=core",
+        "--",
+        "-D",
+        "warnings",
+        "-C",
+        "panic=abort",
+    ]))?;
     Ok(())
 }

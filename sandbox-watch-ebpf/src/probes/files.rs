@@ -19,8 +19,8 @@ use aya_ebpf::{
     programs::{FEntryContext, TracePointContext},
 };
 use sandbox_watch_common::{
-    ALWAYS_REPORT, EventKind, FileEvent, ReadKey, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX,
-    PATH_TRUNCATED,
+    ALWAYS_REPORT, EventKind, FileEvent, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME,
+    PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
@@ -75,15 +75,22 @@ fn remember(dirfd: i64, name: u64, new_dirfd: i64, new_name: u64, flags: u32) {
     if !is_traced(current_tgid()) {
         return;
     }
-    let pending = Pending { dirfd, name, new_dirfd, new_name, flags, _pad: 0 };
-    let _ = PENDING.insert(&pid_tgid(), &pending, 0);
+    let pending = Pending {
+        dirfd,
+        name,
+        new_dirfd,
+        new_name,
+        flags,
+        _pad: 0,
+    };
+    let _ = PENDING.insert(pid_tgid(), pending, 0);
 }
 
 fn take() -> Option<Pending> {
     let key = pid_tgid();
-    let pending = unsafe { PENDING.get(&key) }.copied();
+    let pending = unsafe { PENDING.get(key) }.copied();
     if pending.is_some() {
-        let _ = PENDING.remove(&key);
+        let _ = PENDING.remove(key);
     }
     pending
 }
@@ -180,7 +187,7 @@ fn report_open(file: Ptr, open_flags: u32) {
         || open_flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) != 0;
     if !writes {
         let key = ReadKey { tgid, dev, ino };
-        if let Some(count) = READS.get_ptr_mut(&key) {
+        if let Some(count) = READS.get_ptr_mut(key) {
             unsafe {
                 if *count != ALWAYS_REPORT {
                     *count += 1;
@@ -188,7 +195,7 @@ fn report_open(file: Ptr, open_flags: u32) {
                 }
             }
         } else {
-            let _ = READS.insert(&key, &0, 0);
+            let _ = READS.insert(key, 0, 0);
         }
     }
     let Some(base) = scratch() else { return };
@@ -204,13 +211,21 @@ fn report_open(file: Ptr, open_flags: u32) {
             dev,
             open_flags,
             f_mode,
-            flags: if walked & WALK_TRUNCATED != 0 { PATH_TRUNCATED } else { 0 },
+            flags: if walked & WALK_TRUNCATED != 0 {
+                PATH_TRUNCATED
+            } else {
+                0
+            },
             path_kind: PATH_FROM_FILE,
             path_len,
             ..Default::default()
         };
     }
-    submit(EventKind::FileOpen, base, core::mem::size_of::<FileEvent>() + path_len as usize);
+    submit(
+        EventKind::FileOpen,
+        base,
+        core::mem::size_of::<FileEvent>() + path_len as usize,
+    );
 }
 
 // ---- deletes and renames ----
@@ -292,10 +307,16 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
     let first = dir_and_name(p.dirfd, p.name, tail);
     let path_len = first & !WALK_TRUNCATED & PATH_MASK;
-    let mut flags = if first & WALK_TRUNCATED != 0 { PATH_TRUNCATED } else { 0 };
+    let mut flags = if first & WALK_TRUNCATED != 0 {
+        PATH_TRUNCATED
+    } else {
+        0
+    };
     let mut new_path_len = 0;
     if kind == EventKind::Rename {
-        let second = dir_and_name(p.new_dirfd, p.new_name, unsafe { tail.add(path_len as usize) });
+        let second = dir_and_name(p.new_dirfd, p.new_name, unsafe {
+            tail.add(path_len as usize)
+        });
         new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
         if second & WALK_TRUNCATED != 0 {
             flags |= NEW_PATH_TRUNCATED;

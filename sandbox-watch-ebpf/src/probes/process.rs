@@ -83,7 +83,11 @@ fn try_exec(ctx: &RawTracePointContext, tgid: u32) -> Option<()> {
     let tail = unsafe { base.add(core::mem::size_of::<ExecEvent>()) };
     let walked = unsafe { sw_task_cwd(task, tail) };
     let cwd_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
-    let mut flags = if walked & WALK_TRUNCATED != 0 { CWD_TRUNCATED } else { 0 };
+    let mut flags = if walked & WALK_TRUNCATED != 0 {
+        CWD_TRUNCATED
+    } else {
+        0
+    };
 
     let start = unsafe { sw_task_arg_start(task) };
     let end = unsafe { sw_task_arg_end(task) };
