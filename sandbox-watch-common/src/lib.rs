@@ -30,6 +30,7 @@ pub enum EventKind {
     FileOpen = 4,
     Unlink = 5,
     Rename = 6,
+    Net = 7,
 }
 
 /// Number of event kinds plus one: the size of the per-kind drop counter array.
@@ -44,6 +45,7 @@ impl EventKind {
             4 => Self::FileOpen,
             5 => Self::Unlink,
             6 => Self::Rename,
+            7 => Self::Net,
             _ => return None,
         })
     }
@@ -56,6 +58,7 @@ impl EventKind {
             Self::FileOpen => "file_open",
             Self::Unlink => "unlink",
             Self::Rename => "rename",
+            Self::Net => "net",
         }
     }
 
@@ -69,6 +72,7 @@ impl EventKind {
             Self::FileOpen => core::mem::size_of::<FileEvent>(),
             Self::Unlink => core::mem::size_of::<FileEvent>(),
             Self::Rename => core::mem::size_of::<FileEvent>(),
+            Self::Net => core::mem::size_of::<NetEvent>(),
         }
     }
 }
@@ -174,6 +178,47 @@ pub struct FileEvent {
 /// Space after [`FileEvent`] for its tail: two paths of `PATH_MAX + NAME_MAX`.
 pub const FILE_TAIL: usize = 2 * (PATH_MAX + 256 + 256);
 
+/// What a [`NetEvent`] reports.
+pub const NET_CONNECT: u32 = 1;
+/// The outcome of a connect that returned EINPROGRESS (from the socket's TCP state change).
+pub const NET_CONNECT_RESULT: u32 = 2;
+pub const NET_LISTEN: u32 = 3;
+/// A datagram socket bound to a local address (a UDP server).
+pub const NET_BIND: u32 = 4;
+/// A datagram sent to port 53; the tail holds its first bytes.
+pub const NET_DNS: u32 = 5;
+
+/// Bytes of a DNS datagram kept.
+pub const DNS_MAX: usize = 512;
+/// Bytes of a `sockaddr` read from the caller (`sockaddr_un` is the largest: 110).
+pub const SOCKADDR_MAX: usize = 112;
+
+/// A socket operation by a traced process. Tail: `tail_len` bytes: for a unix-domain connect
+/// the `sockaddr_un` path, for `NET_DNS` the datagram.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NetEvent {
+    pub header: EventHeader,
+    pub op: u32,
+    /// AF_INET 2, AF_INET6 10, AF_UNIX 1.
+    pub family: u32,
+    /// SOCK_STREAM 1, SOCK_DGRAM 2, …
+    pub sock_type: u32,
+    /// IPPROTO_TCP 6, IPPROTO_UDP 17 (0 for unix).
+    pub protocol: u32,
+    /// The remote (connect, dns) or local (listen, bind) address: 4 bytes for v4, 16 for v6.
+    pub addr: [u8; 16],
+    /// Host order.
+    pub port: u32,
+    /// Network namespace of the socket itself.
+    pub netns: u32,
+    /// 0 or -errno.
+    pub result: i32,
+    pub tail_len: u32,
+    /// The kernel socket, to match a connect with its later result.
+    pub sock: u64,
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -206,4 +251,5 @@ mod user {
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for FileEvent {}
     unsafe impl aya::Pod for ReadKey {}
+    unsafe impl aya::Pod for NetEvent {}
 }

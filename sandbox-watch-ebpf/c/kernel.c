@@ -177,3 +177,80 @@ SW_INLINE const char *sw_bprm_filename(void *bprm)
 {
 	return BPF_CORE_READ((struct linux_binprm *)bprm, filename);
 }
+
+SW_INLINE u32 sw_file_flags(void *file)
+{
+	return BPF_CORE_READ((struct file *)file, f_flags);
+}
+
+// ---- sockets ----
+
+// The socket behind an open file, or NULL when the file is not a socket.
+SW_INLINE void *sw_file_sock(void *file)
+{
+	if (!file)
+		return NULL;
+	u16 mode = BPF_CORE_READ((struct file *)file, f_inode, i_mode);
+	if ((mode & 0170000) != 0140000) // S_IFMT, S_IFSOCK
+		return NULL;
+	struct socket *sock = BPF_CORE_READ((struct file *)file, private_data);
+	return BPF_CORE_READ(sock, sk);
+}
+
+SW_INLINE u32 sw_file_sock_type(void *file)
+{
+	struct socket *sock = BPF_CORE_READ((struct file *)file, private_data);
+	return BPF_CORE_READ(sock, type);
+}
+
+SW_INLINE u32 sw_sk_protocol(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, sk_protocol);
+}
+
+SW_INLINE u32 sw_sk_family(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, __sk_common.skc_family);
+}
+
+SW_INLINE int sw_sk_err(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, sk_err);
+}
+
+// The network namespace of the socket itself (not of the task using it).
+SW_INLINE u32 sw_sk_netns(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, __sk_common.skc_net.net, ns.inum);
+}
+
+// Local port in host order.
+SW_INLINE u32 sw_sk_local_port(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, __sk_common.skc_num);
+}
+
+// Remote port in network order, as the kernel keeps it.
+SW_INLINE u32 sw_sk_remote_port_be(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, __sk_common.skc_dport);
+}
+
+// Writes 16 bytes: the v4 address in the first 4 or the v6 address.
+SW_INLINE void sw_sk_local_addr(void *sk, u8 *out)
+{
+	struct sock *s = sk;
+	if (BPF_CORE_READ(s, __sk_common.skc_family) == 10) // AF_INET6
+		bpf_core_read(out, 16, &s->__sk_common.skc_v6_rcv_saddr);
+	else
+		bpf_core_read(out, 4, &s->__sk_common.skc_rcv_saddr);
+}
+
+SW_INLINE void sw_sk_remote_addr(void *sk, u8 *out)
+{
+	struct sock *s = sk;
+	if (BPF_CORE_READ(s, __sk_common.skc_family) == 10)
+		bpf_core_read(out, 16, &s->__sk_common.skc_v6_daddr);
+	else
+		bpf_core_read(out, 4, &s->__sk_common.skc_daddr);
+}

@@ -25,6 +25,17 @@ unsafe extern "C" {
     pub fn sw_file_dev(file: Ptr) -> u32;
     pub fn sw_file_ino(file: Ptr) -> u64;
     pub fn sw_file_mode(file: Ptr) -> u32;
+    pub fn sw_file_flags(file: Ptr) -> u32;
+    pub fn sw_file_sock(file: Ptr) -> Ptr;
+    pub fn sw_file_sock_type(file: Ptr) -> u32;
+    pub fn sw_sk_protocol(sk: Ptr) -> u32;
+    pub fn sw_sk_family(sk: Ptr) -> u32;
+    pub fn sw_sk_err(sk: Ptr) -> i32;
+    pub fn sw_sk_netns(sk: Ptr) -> u32;
+    pub fn sw_sk_local_port(sk: Ptr) -> u32;
+    pub fn sw_sk_remote_port_be(sk: Ptr) -> u32;
+    pub fn sw_sk_local_addr(sk: Ptr, out: *mut u8);
+    pub fn sw_sk_remote_addr(sk: Ptr, out: *mut u8);
 }
 
 /// Set in the length a path walk returns when the path was cut.

@@ -14,11 +14,11 @@ use crate::classify::Classifier;
 use crate::decode::{self, Event};
 use crate::evidence::{LogWriter, rfc3339_nanos};
 use crate::files::{Files, Op};
-use crate::model::{Model, Process, Verdict};
+use crate::model::{Model, Process};
+use crate::netpolicy::Policy;
+use crate::network::Network;
 use crate::probe::{Probe, kind_name};
-use crate::report::{
-    self, Agent, Coverage, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target, Violation,
-};
+use crate::report::{self, Agent, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
 
 /// Converts the kernel's boot clock to wall time.
 #[derive(Clone, Copy)]
@@ -76,6 +76,11 @@ pub struct Capture {
     pub probe: Probe,
     pub model: Model,
     pub files: Files,
+    pub network: Network,
+    /// `--allow-net`: destinations outside it are `network` violations.
+    pub policy: Policy,
+    /// The rules as given, for the log.
+    pub allow_net: Vec<String>,
     pub classifier: Classifier,
     pub log: Option<LogWriter>,
     pub clock: Clock,
@@ -102,6 +107,9 @@ impl Capture {
             probe,
             model,
             files: Files::default(),
+            network: Network::default(),
+            policy: Policy::new(Vec::new()),
+            allow_net: Vec::new(),
             classifier,
             log,
             clock,
@@ -130,6 +138,7 @@ impl Capture {
             "target": self.target(),
             "probe": self.probe_info(),
             "agent": { "netns": self.model.agent_netns },
+            "allow_net": self.allow_net,
             "version": env!("CARGO_PKG_VERSION"),
         });
         self.write_log(self.started_ns, "start", fields);
@@ -267,6 +276,25 @@ impl Capture {
                     self.write_log(at, "file", fields);
                 }
             }
+            Event::Net(net) => {
+                // The log gets every event (count 1); the report aggregates.
+                let at_text = self.clock.rfc3339(at);
+                let changed = self.network.apply(net, &at_text, self.model.agent_netns);
+                if net.op == crate::decode::NetOp::ConnectResult {
+                    if let Some(c) = changed {
+                        let e = &self.network.entries[c.index];
+                        let fields = json!({ "pid": e.pid, "addr": e.addr, "port": e.port, "result": e.result });
+                        self.write_log(at, "net_result", fields);
+                    }
+                } else if let Some(c) = changed {
+                    let mut e = self.network.entries[c.index].clone();
+                    e.count = 1;
+                    e.first_at = at_text.clone();
+                    e.last_at = at_text;
+                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
+                    self.write_log(at, "net", fields);
+                }
+            }
             Event::Unlink(op) | Event::Rename(op) => {
                 let kind = if op.new_path.is_some() {
                     Op::Rename
@@ -364,26 +392,19 @@ impl Capture {
                 .add_read_count(key.tgid, start, key.dev, key.ino, more);
         }
         self.files.hash_written();
-        let lost_by: [u64; sandbox_watch_common::KIND_SLOTS as usize] = self.probe.lost();
-        let lost: u64 = lost_by.iter().sum();
-        let lost_by_kind: BTreeMap<String, u64> = lost_by
+        self.network.reverdict(self.model.agent_netns);
+        let model = &self.model;
+        self.network.mark_listening_at_end(|pid| {
+            model.processes.iter().any(|p| p.pid == pid && p.running())
+        });
+        let lost_by_kind: BTreeMap<String, u64> = self
+            .probe
+            .lost()
             .iter()
             .enumerate()
             .filter(|(_, n)| **n > 0)
             .map(|(i, n)| (kind_name(i).to_string(), *n))
             .collect();
-        let processes: Vec<ProcessEntry> = self
-            .model
-            .processes
-            .iter()
-            .map(|p| self.process_entry(p))
-            .collect();
-        let violations = self.violations(&processes, lost, &lost_by_kind);
-        let verdict = if processes.iter().any(|p| p.verdict == Verdict::Outside) {
-            Verdict::Outside
-        } else {
-            Verdict::Inside
-        };
         let exit = match self.agent_status {
             Some(nix::sys::wait::WaitStatus::Exited(_, code)) => Exit {
                 code: Some(code),
@@ -395,30 +416,64 @@ impl Capture {
             },
             _ => Exit::default(),
         };
-        let coverage = Coverage {
-            events: self.events,
-            lost,
-            complete: lost == 0 && self.probe.gaps.is_empty() && self.undecodable == 0,
-            lost_by_kind,
-            undecodable: self.undecodable,
-        };
-        for v in &violations {
+        let mut report = report::assemble(
+            report::Parts {
+                target: self.target(),
+                agent: Agent {
+                    pid: self.model.agent_pid,
+                    netns: self.model.agent_netns,
+                },
+                started_at: self.clock.rfc3339(self.started_ns),
+                ended_at: self.clock.rfc3339(end_ns),
+                exit,
+                probe: self.probe_info(),
+                events: self.events,
+                lost_by_kind,
+                undecodable: self.undecodable,
+                processes: self
+                    .model
+                    .processes
+                    .iter()
+                    .map(|p| self.process_entry(p))
+                    .collect(),
+                files: self.files.entries.clone(),
+                network: self.network.entries.clone(),
+                redactions: self.redactions,
+            },
+            &self.policy,
+        );
+        // The log ends with what the report concluded: counts the events did not carry, the
+        // violations, and the end record.
+        let counts: Vec<Value> = report
+            .files
+            .iter()
+            .filter(|f| f.count > 1)
+            .map(|f| json!({ "pid": f.pid, "path": f.path, "dev": f.dev, "ino": f.ino, "count": f.count }))
+            .collect();
+        for fields in counts {
+            self.write_log(end_ns, "file_count", fields);
+        }
+        for v in &report.violations {
             let fields = serde_json::to_value(v).unwrap_or(Value::Null);
             self.write_log(end_ns, "violation", fields);
         }
         let end_fields = json!({
-            "events": coverage.events,
-            "lost": coverage.lost,
-            "complete": coverage.complete,
-            "verdict": verdict,
-            "exit": exit,
-            "processes": processes.len(),
-            "files": self.files.entries.len(),
-            "violations": violations.len(),
+            "events": report.coverage.events,
+            "lost": report.coverage.lost,
+            "lost_by_kind": report.coverage.lost_by_kind,
+            "complete": report.coverage.complete,
+            "verdict": report.verdict,
+            "exit": report.exit,
+            "agent": report.agent,
+            "processes": report.processes.len(),
+            "files": report.files.len(),
+            "network": report.network.len(),
+            "violations": report.violations.len(),
+            "redactions": report.redactions,
             "ended_by": self.ended_by,
         });
         let end_at = self.clock.wall(end_ns);
-        let log = self.log.as_mut().map(|w| {
+        report.log = self.log.as_mut().map(|w| {
             let Value::Object(fields) = end_fields else {
                 unreachable!("json! of an object")
             };
@@ -431,110 +486,6 @@ impl Capture {
                 head: w.head().to_string(),
             }
         });
-        Report {
-            schema: report::SCHEMA.into(),
-            target: self.target(),
-            agent: Agent {
-                pid: self.model.agent_pid,
-                netns: self.model.agent_netns,
-            },
-            started_at: self.clock.rfc3339(self.started_ns),
-            ended_at: self.clock.rfc3339(end_ns),
-            exit,
-            probe: self.probe_info(),
-            coverage,
-            verdict,
-            processes,
-            files: self.files.entries.clone(),
-            network: Vec::new(),
-            violations,
-            log,
-            redactions: self.redactions,
-        }
-    }
-
-    fn violations(
-        &self,
-        processes: &[ProcessEntry],
-        lost: u64,
-        lost_by: &BTreeMap<String, u64>,
-    ) -> Vec<Violation> {
-        let mut out = Vec::new();
-        let name = |p: &ProcessEntry| p.argv.join(" ").chars().take(80).collect::<String>();
-        for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
-            out.push(Violation {
-                kind: "outside".into(),
-                pid: Some(p.pid),
-                summary: format!(
-                    "pid {} `{}` ran in net namespace {}, not the agent's {}",
-                    p.pid,
-                    name(p),
-                    p.netns.unwrap_or(0),
-                    self.model.agent_netns.unwrap_or(0)
-                ),
-            });
-        }
-        for f in self.files.entries.iter().filter(|f| f.credential) {
-            let how = if f.verified {
-                format!("verified on {}", f.fs.as_deref().unwrap_or("?"))
-            } else {
-                format!(
-                    "not verified: {}",
-                    f.unverified_reason
-                        .as_deref()
-                        .unwrap_or("path from the syscall")
-                )
-            };
-            out.push(Violation {
-                kind: "credential".into(),
-                pid: Some(f.pid),
-                summary: format!("pid {} {} credential {} ({how})", f.pid, verb(f.op), f.path),
-            });
-        }
-        for f in self.files.entries.iter().filter(|f| f.persistence) {
-            out.push(Violation {
-                kind: "persistence".into(),
-                pid: Some(f.pid),
-                summary: format!(
-                    "pid {} {} {}",
-                    f.pid,
-                    verb(f.op),
-                    f.new_path.as_ref().unwrap_or(&f.path)
-                ),
-            });
-        }
-        if lost > 0 {
-            let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            out.push(Violation {
-                kind: "lost".into(),
-                pid: None,
-                summary: format!("{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete", by.join(", ")),
-            });
-        }
-        for p in processes
-            .iter()
-            .filter(|p| p.running_at_end && (!p.fork_only || p.preexisting))
-        {
-            out.push(Violation {
-                kind: "leftover".into(),
-                pid: Some(p.pid),
-                summary: format!(
-                    "pid {} `{}` was still running when the capture ended",
-                    p.pid,
-                    name(p)
-                ),
-            });
-        }
-        out
-    }
-}
-
-fn verb(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write => "wrote",
-        Op::Create => "created",
-        Op::Delete => "deleted",
-        Op::Rename => "renamed",
+        report
     }
 }

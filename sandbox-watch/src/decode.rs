@@ -62,6 +62,38 @@ pub struct PathOp {
     pub result: i32,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetOp {
+    Connect,
+    /// The outcome of a connect that was in progress.
+    ConnectResult,
+    Listen,
+    /// A datagram socket bound as a server.
+    Bind,
+    Dns,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Net {
+    pub header: Header,
+    pub op: NetOp,
+    pub family: u32,
+    pub sock_type: u32,
+    pub protocol: u32,
+    /// The remote (connect, dns) or local (listen, bind) address, when an IP one.
+    pub addr: Option<std::net::IpAddr>,
+    pub port: u16,
+    /// Network namespace of the socket (0 when the socket could not be read).
+    pub netns: u32,
+    /// 0 or -errno.
+    pub result: i32,
+    pub sock: u64,
+    /// A unix-domain connect's path (`@name` for the abstract namespace).
+    pub unix_path: Option<String>,
+    /// The first bytes of a DNS datagram.
+    pub payload: Vec<u8>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Fork {
@@ -77,6 +109,7 @@ pub enum Event {
     FileOpen(FileOpen),
     Unlink(PathOp),
     Rename(PathOp),
+    Net(Net),
 }
 
 impl Event {
@@ -86,6 +119,7 @@ impl Event {
             Event::Exec(e) => &e.header,
             Event::FileOpen(f) => &f.header,
             Event::Unlink(p) | Event::Rename(p) => &p.header,
+            Event::Net(n) => &n.header,
         }
     }
 }
@@ -143,6 +177,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let hdr = header(&raw);
     let tail = &bytes[need..];
     Ok(match kind {
+        EventKind::Net => Event::Net(net(hdr, read(bytes).expect("length checked"), tail)?),
         EventKind::Fork => {
             let f: common::ForkEvent = read(bytes).expect("length checked");
             Event::Fork {
@@ -192,6 +227,60 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             }
         }
     })
+}
+
+fn net(header: Header, n: common::NetEvent, tail: &[u8]) -> Result<Net, DecodeError> {
+    let tail = take(EventKind::Net, tail, n.tail_len as usize)?;
+    let op = match n.op {
+        common::NET_CONNECT => NetOp::Connect,
+        common::NET_CONNECT_RESULT => NetOp::ConnectResult,
+        common::NET_LISTEN => NetOp::Listen,
+        common::NET_BIND => NetOp::Bind,
+        common::NET_DNS => NetOp::Dns,
+        other => return Err(DecodeError::UnknownKind(0x100 + other)),
+    };
+    let addr = match n.family {
+        2 => Some(std::net::IpAddr::from([
+            n.addr[0], n.addr[1], n.addr[2], n.addr[3],
+        ])),
+        10 => {
+            let v6 = std::net::Ipv6Addr::from(n.addr);
+            // A v4-mapped address is the v4 one.
+            Some(match v6.to_ipv4_mapped() {
+                Some(v4) => std::net::IpAddr::V4(v4),
+                None => std::net::IpAddr::V6(v6),
+            })
+        }
+        _ => None,
+    };
+    let unix_path = (n.family == 1 && op == NetOp::Connect).then(|| unix_path(tail));
+    Ok(Net {
+        header,
+        op,
+        family: n.family,
+        sock_type: n.sock_type,
+        protocol: n.protocol,
+        addr,
+        port: n.port as u16,
+        netns: n.netns,
+        result: n.result,
+        sock: n.sock,
+        unix_path,
+        payload: if op == NetOp::Dns {
+            tail.to_vec()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// The path of a `sockaddr_un` (family, then the path; a leading NUL is the abstract namespace).
+fn unix_path(sockaddr: &[u8]) -> String {
+    let path = sockaddr.get(2..).unwrap_or_default();
+    match path.first() {
+        Some(0) => format!("@{}", escape(until_nul(&path[1..]))),
+        _ => escape(until_nul(path)),
+    }
 }
 
 fn take(kind: EventKind, tail: &[u8], len: usize) -> Result<&[u8], DecodeError> {

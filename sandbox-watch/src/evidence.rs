@@ -338,6 +338,48 @@ pub fn rfc3339_nanos(t: SystemTime) -> String {
     )
 }
 
+/// Parses what [`rfc3339_nanos`] writes (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`) back to Unix
+/// nanoseconds; None for anything else.
+pub fn parse_rfc3339_nanos(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let rest = s.get(19..)?.strip_suffix('Z')?;
+    let nanos: i64 = match rest.strip_prefix('.') {
+        Some(frac)
+            if !frac.is_empty() && frac.len() <= 9 && frac.bytes().all(|c| c.is_ascii_digit()) =>
+        {
+            frac.parse::<i64>().ok()? * 10i64.pow(9 - frac.len() as u32)
+        }
+        Some(_) => return None,
+        None if rest.is_empty() => 0,
+        None => return None,
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    // days_from_civil (Howard Hinnant), the inverse of civil_from_days.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
+    Some(secs as i128 * 1_000_000_000 + nanos as i128)
+}
+
 /// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01
 /// (Howard Hinnant's civil_from_days).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -1245,6 +1287,36 @@ mod tests {
             rfc3339_nanos(UNIX_EPOCH - Duration::new(1, 500_000_000)),
             "1969-12-31T23:59:58.500000000Z"
         );
+    }
+
+    #[test]
+    fn rfc3339_parses_back() {
+        for t in [
+            UNIX_EPOCH,
+            UNIX_EPOCH + std::time::Duration::new(1_796_036_649, 1),
+            UNIX_EPOCH + std::time::Duration::new(1_709_164_800, 999_999_999),
+        ] {
+            let text = rfc3339_nanos(t);
+            let ns = t.duration_since(UNIX_EPOCH).unwrap().as_nanos() as i128;
+            assert_eq!(parse_rfc3339_nanos(&text), Some(ns), "{text}");
+        }
+        assert_eq!(
+            parse_rfc3339_nanos("2026-11-30T11:04:09Z"),
+            Some(1_796_036_649_000_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339_nanos("2026-11-30T11:04:09.5Z"),
+            Some(1_796_036_649_500_000_000)
+        );
+        for bad in [
+            "",
+            "2026-11-30",
+            "2026-13-30T11:04:09Z",
+            "2026-11-30T11:04:09.Z",
+            "x026-11-30T11:04:09Z",
+        ] {
+            assert_eq!(parse_rfc3339_nanos(bad), None, "{bad}");
+        }
     }
 
     #[test]

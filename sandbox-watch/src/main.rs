@@ -5,11 +5,15 @@ mod capture;
 mod classify;
 mod decode;
 mod demo;
+mod dns;
 mod evidence;
 mod files;
 mod model;
+mod netpolicy;
+mod network;
 mod probe;
 mod redact;
+mod replay;
 mod report;
 mod target;
 
@@ -61,6 +65,8 @@ enum Command {
         /// The evidence log (JSONL) written by --log.
         log: PathBuf,
     },
+    /// Rebuild the report and summary from a log (after checking its hash chain).
+    Replay(ReplayArgs),
     /// Run the bundled demo agent session under the probe and print its summary.
     Demo(DemoArgs),
 }
@@ -85,7 +91,7 @@ struct CaptureArgs {
     /// Comma list of violation kinds that make the exit status 3:
     /// outside, credential, persistence, network, lost, leftover.
     #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
-    fail_on: Option<Vec<String>>,
+    fail_on: Option<Kinds>,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     duration: Option<f64>,
@@ -95,6 +101,10 @@ struct CaptureArgs {
     /// Compare verdicts with this net namespace instead (a pid or /proc/PID/ns/net).
     #[arg(long, value_name = "PID|/proc/PID/ns/net")]
     agent_netns: Option<String>,
+    /// Allowed destinations (repeatable): CIDR[:PORT] or HOST:PORT. Connects and DNS queries
+    /// outside them are `network` violations. Without it there are none.
+    #[arg(long = "allow-net", value_name = "CIDR[:PORT]|HOST:PORT", value_parser = parse_allow_net)]
+    allow_net: Vec<String>,
     /// Ring buffer size in bytes (a power of two, at least 4096).
     #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
     ring_buffer: Option<u32>,
@@ -133,6 +143,24 @@ struct AttachArgs {
 }
 
 #[derive(Args)]
+struct ReplayArgs {
+    /// No TUI: write the report and summary only.
+    #[arg(long)]
+    headless: bool,
+    /// Write the rebuilt JSON report here.
+    #[arg(long, value_name = "PATH")]
+    report: Option<PathBuf>,
+    /// The Markdown summary (default: $GITHUB_STEP_SUMMARY when set, appended).
+    #[arg(long, value_name = "PATH")]
+    summary: Option<PathBuf>,
+    /// Comma list of violation kinds that make the exit status 3.
+    #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
+    fail_on: Option<Kinds>,
+    /// The evidence log (JSONL) written by --log.
+    log: PathBuf,
+}
+
+#[derive(Args)]
 struct DemoArgs {
     /// Keep the demo's files in this directory (default: a temporary one).
     #[arg(long, value_name = "DIR")]
@@ -151,7 +179,11 @@ fn parse_pid(s: &str) -> Result<u32, String> {
     }
 }
 
-fn parse_fail_on(s: &str) -> Result<Vec<String>, String> {
+/// The violation kinds of `--fail-on`.
+#[derive(Clone, Debug)]
+struct Kinds(Vec<String>);
+
+fn parse_fail_on(s: &str) -> Result<Kinds, String> {
     let kinds: Vec<String> = s
         .split(',')
         .map(|k| k.trim().to_string())
@@ -165,7 +197,40 @@ fn parse_fail_on(s: &str) -> Result<Vec<String>, String> {
             ));
         }
     }
-    Ok(kinds)
+    Ok(Kinds(kinds))
+}
+
+fn parse_allow_net(s: &str) -> Result<String, String> {
+    netpolicy::parse_rule(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.reason)
+}
+
+/// The policy of `--allow-net`; host names are also resolved now (best effort) so a connect
+/// to their address matches without having seen the DNS question.
+pub fn policy(rules: &[String]) -> netpolicy::Policy {
+    use std::net::ToSocketAddrs;
+    let rules: Vec<netpolicy::Rule> = rules
+        .iter()
+        .filter_map(|r| netpolicy::parse_rule(r).ok())
+        .collect();
+    let mut all = rules.clone();
+    for rule in &rules {
+        if let netpolicy::Rule::Host { host, port } = rule
+            && !host.starts_with('*')
+            && let Ok(addrs) = (host.as_str(), port.unwrap_or(0)).to_socket_addrs()
+        {
+            for a in addrs {
+                let prefix = if a.is_ipv4() { 32 } else { 128 };
+                all.push(netpolicy::Rule::Cidr {
+                    net: a.ip(),
+                    prefix,
+                    port: *port,
+                });
+            }
+        }
+    }
+    netpolicy::Policy::new(all)
 }
 
 fn parse_ring_size(s: &str) -> Result<u32, String> {
@@ -195,6 +260,7 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => run(a),
         Some(Command::Attach(a)) => attach(a),
         Some(Command::Verify { log }) => Ok(verify(&log)),
+        Some(Command::Replay(a)) => replay(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -335,6 +401,8 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         classifier,
         log,
     );
+    capture.policy = policy(&args.capture.allow_net);
+    capture.allow_net = args.capture.allow_net.clone();
     capture.log_start();
     let pid = child.release()?;
 
@@ -358,7 +426,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 0,
     };
-    conclude(&args.capture, &report, agent_code)
+    conclude(&(&args.capture).into(), &report, agent_code)
 }
 
 fn attach(args: AttachArgs) -> anyhow::Result<u8> {
@@ -402,6 +470,8 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
         classifier,
         log,
     );
+    capture.policy = policy(&args.capture.allow_net);
+    capture.allow_net = args.capture.allow_net.clone();
     capture.log_start();
     let ends = Ends {
         agent: None,
@@ -411,11 +481,54 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
     };
     runtime()?.block_on(capture.watch(ring, ends))?;
     let report = capture.finish();
-    conclude(&args.capture, &report, 0)
+    conclude(&(&args.capture).into(), &report, 0)
+}
+
+fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
+    let replayed = replay::load(&args.log)?;
+    let chain_msg = replayed.chain.message(&args.log.display().to_string());
+    let outputs = Outputs {
+        report: args.report.clone(),
+        summary: args.summary.clone(),
+        fail_on: args.fail_on.clone(),
+    };
+    let code = conclude(&outputs, &replayed.report, 0)?;
+    match replayed.chain {
+        evidence::Verdict::Tampered { .. } => {
+            eprintln!(
+                "\nsandbox-watch: THIS LOG FAILED VERIFICATION. {chain_msg}\nThe report above was rebuilt from records that cannot be trusted."
+            );
+            Ok(1)
+        }
+        evidence::Verdict::Unended { .. } => {
+            eprintln!(
+                "\nsandbox-watch: {chain_msg}\nThe report covers the records up to where the log stops."
+            );
+            Ok(code)
+        }
+        _ => Ok(code),
+    }
+}
+
+/// Where a capture's or a replay's results go.
+struct Outputs {
+    report: Option<PathBuf>,
+    summary: Option<PathBuf>,
+    fail_on: Option<Kinds>,
+}
+
+impl From<&CaptureArgs> for Outputs {
+    fn from(a: &CaptureArgs) -> Outputs {
+        Outputs {
+            report: a.report.clone(),
+            summary: a.summary.clone(),
+            fail_on: a.fail_on.clone(),
+        }
+    }
 }
 
 /// Writes the report and summary; the exit status: 3 on a --fail-on kind, else `code`.
-fn conclude(args: &CaptureArgs, report: &report::Report, code: u8) -> anyhow::Result<u8> {
+fn conclude(args: &Outputs, report: &report::Report, code: u8) -> anyhow::Result<u8> {
     if let Some(path) = &args.report {
         let json = serde_json::to_vec_pretty(report)?;
         std::fs::write(path, json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -438,7 +551,7 @@ fn conclude(args: &CaptureArgs, report: &report::Report, code: u8) -> anyhow::Re
         Some(kinds) => report
             .violations
             .iter()
-            .filter(|v| kinds.contains(&v.kind))
+            .filter(|v| kinds.0.contains(&v.kind))
             .collect(),
         None => Vec::new(),
     };

@@ -75,159 +75,62 @@ struct Program {
     open_fallback: bool,
 }
 
-const fn program(
-    name: &'static str,
-    hook: Hook,
-    gap: Option<&'static str>,
-    open_fallback: bool,
-) -> Program {
+const fn raw(tp: &'static str) -> Program {
     Program {
-        name,
-        hook,
-        gap,
-        open_fallback,
+        name: tp,
+        hook: Hook::Raw(tp),
+        gap: None,
+        open_fallback: false,
     }
 }
 
+/// A syscall tracepoint program (named as its tracepoint) and what is unseen without it.
+const fn sys(tp: &'static str, gap: &'static str) -> Program {
+    Program {
+        name: tp,
+        hook: Hook::Syscall(tp),
+        gap: Some(gap),
+        open_fallback: false,
+    }
+}
+
+/// A syscall tracepoint of the open fallback (left out when fentry runs).
+const fn open(tp: &'static str, gap: &'static str) -> Program {
+    Program {
+        name: tp,
+        hook: Hook::Syscall(tp),
+        gap: Some(gap),
+        open_fallback: true,
+    }
+}
+
+#[rustfmt::skip]
 const PROGRAMS: &[Program] = &[
-    program(
-        "sched_process_fork",
-        Hook::Raw("sched_process_fork"),
-        None,
-        false,
-    ),
-    program(
-        "sched_process_exec",
-        Hook::Raw("sched_process_exec"),
-        None,
-        false,
-    ),
-    program(
-        "sched_process_exit",
-        Hook::Raw("sched_process_exit"),
-        None,
-        false,
-    ),
-    program(
-        "sys_enter_openat",
-        Hook::Syscall("sys_enter_openat"),
-        Some("openat"),
-        true,
-    ),
-    program(
-        "sys_exit_openat",
-        Hook::Syscall("sys_exit_openat"),
-        Some("openat"),
-        true,
-    ),
-    program(
-        "sys_enter_open",
-        Hook::Syscall("sys_enter_open"),
-        Some("open"),
-        true,
-    ),
-    program(
-        "sys_exit_open",
-        Hook::Syscall("sys_exit_open"),
-        Some("open"),
-        true,
-    ),
-    program(
-        "sys_enter_creat",
-        Hook::Syscall("sys_enter_creat"),
-        Some("creat"),
-        true,
-    ),
-    program(
-        "sys_exit_creat",
-        Hook::Syscall("sys_exit_creat"),
-        Some("creat"),
-        true,
-    ),
-    program(
-        "sys_enter_openat2",
-        Hook::Syscall("sys_enter_openat2"),
-        Some("openat2"),
-        true,
-    ),
-    program(
-        "sys_exit_openat2",
-        Hook::Syscall("sys_exit_openat2"),
-        Some("openat2"),
-        true,
-    ),
-    program(
-        "sys_enter_unlink",
-        Hook::Syscall("sys_enter_unlink"),
-        Some("unlink"),
-        false,
-    ),
-    program(
-        "sys_exit_unlink",
-        Hook::Syscall("sys_exit_unlink"),
-        Some("unlink"),
-        false,
-    ),
-    program(
-        "sys_enter_unlinkat",
-        Hook::Syscall("sys_enter_unlinkat"),
-        Some("unlinkat"),
-        false,
-    ),
-    program(
-        "sys_exit_unlinkat",
-        Hook::Syscall("sys_exit_unlinkat"),
-        Some("unlinkat"),
-        false,
-    ),
-    program(
-        "sys_enter_rmdir",
-        Hook::Syscall("sys_enter_rmdir"),
-        Some("rmdir"),
-        false,
-    ),
-    program(
-        "sys_exit_rmdir",
-        Hook::Syscall("sys_exit_rmdir"),
-        Some("rmdir"),
-        false,
-    ),
-    program(
-        "sys_enter_rename",
-        Hook::Syscall("sys_enter_rename"),
-        Some("rename"),
-        false,
-    ),
-    program(
-        "sys_exit_rename",
-        Hook::Syscall("sys_exit_rename"),
-        Some("rename"),
-        false,
-    ),
-    program(
-        "sys_enter_renameat",
-        Hook::Syscall("sys_enter_renameat"),
-        Some("renameat"),
-        false,
-    ),
-    program(
-        "sys_exit_renameat",
-        Hook::Syscall("sys_exit_renameat"),
-        Some("renameat"),
-        false,
-    ),
-    program(
-        "sys_enter_renameat2",
-        Hook::Syscall("sys_enter_renameat2"),
-        Some("renameat2"),
-        false,
-    ),
-    program(
-        "sys_exit_renameat2",
-        Hook::Syscall("sys_exit_renameat2"),
-        Some("renameat2"),
-        false,
-    ),
+    raw("sched_process_fork"),
+    raw("sched_process_exec"),
+    raw("sched_process_exit"),
+    open("sys_enter_openat", "openat"), open("sys_exit_openat", "openat"),
+    open("sys_enter_open", "open"), open("sys_exit_open", "open"),
+    open("sys_enter_creat", "creat"), open("sys_exit_creat", "creat"),
+    open("sys_enter_openat2", "openat2"), open("sys_exit_openat2", "openat2"),
+    sys("sys_enter_unlink", "unlink"), sys("sys_exit_unlink", "unlink"),
+    sys("sys_enter_unlinkat", "unlinkat"), sys("sys_exit_unlinkat", "unlinkat"),
+    sys("sys_enter_rmdir", "rmdir"), sys("sys_exit_rmdir", "rmdir"),
+    sys("sys_enter_rename", "rename"), sys("sys_exit_rename", "rename"),
+    sys("sys_enter_renameat", "renameat"), sys("sys_exit_renameat", "renameat"),
+    sys("sys_enter_renameat2", "renameat2"), sys("sys_exit_renameat2", "renameat2"),
+    sys("sys_enter_connect", "connect"), sys("sys_exit_connect", "connect"),
+    sys("sys_enter_listen", "listen"), sys("sys_exit_listen", "listen"),
+    sys("sys_enter_bind", "UDP server bind"), sys("sys_exit_bind", "UDP server bind"),
+    sys("sys_enter_sendto", "DNS over sendto"),
+    sys("sys_enter_sendmsg", "DNS over sendmsg"),
+    sys("sys_enter_sendmmsg", "DNS over sendmmsg"),
+    Program {
+        name: "inet_sock_set_state",
+        hook: Hook::Raw("inet_sock_set_state"),
+        gap: Some("the outcome of non-blocking TCP connects"),
+        open_fallback: false,
+    },
 ];
 
 /// The io_uring gap of the syscall open hook, worded for people.

@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::files::FileEntry;
+use crate::files::{FileEntry, Op};
 use crate::model::Verdict;
+use crate::netpolicy::Policy;
+use crate::network::NetEntry;
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
 
@@ -22,7 +24,7 @@ pub struct Report {
     pub verdict: Verdict,
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
-    pub network: Vec<serde_json::Value>,
+    pub network: Vec<NetEntry>,
     pub violations: Vec<Violation>,
     pub log: Option<LogInfo>,
     /// How many argv values were replaced by `[REDACTED]`.
@@ -117,6 +119,196 @@ pub struct LogInfo {
     pub path: String,
     pub records: u64,
     pub head: String,
+}
+
+/// Everything a report is made of, from a live capture or from a log (replay).
+pub struct Parts {
+    pub target: Target,
+    pub agent: Agent,
+    pub started_at: String,
+    pub ended_at: String,
+    pub exit: Exit,
+    pub probe: ProbeInfo,
+    pub events: u64,
+    pub lost_by_kind: BTreeMap<String, u64>,
+    pub undecodable: u64,
+    pub processes: Vec<ProcessEntry>,
+    pub files: Vec<FileEntry>,
+    pub network: Vec<NetEntry>,
+    pub redactions: u64,
+}
+
+/// The report: the parts, plus what follows from them (verdict, coverage, violations).
+pub fn assemble(p: Parts, policy: &Policy) -> Report {
+    let lost: u64 = p.lost_by_kind.values().sum();
+    let verdict = if p.processes.iter().any(|e| e.verdict == Verdict::Outside)
+        || p.network.iter().any(|n| n.verdict == Verdict::Outside)
+    {
+        Verdict::Outside
+    } else {
+        Verdict::Inside
+    };
+    let violations = violations(&p, lost, policy);
+    Report {
+        schema: SCHEMA.into(),
+        coverage: Coverage {
+            events: p.events,
+            lost,
+            complete: lost == 0 && p.probe.gaps.is_empty() && p.undecodable == 0,
+            lost_by_kind: p.lost_by_kind,
+            undecodable: p.undecodable,
+        },
+        target: p.target,
+        agent: p.agent,
+        started_at: p.started_at,
+        ended_at: p.ended_at,
+        exit: p.exit,
+        probe: p.probe,
+        verdict,
+        processes: p.processes,
+        files: p.files,
+        network: p.network,
+        violations,
+        log: None,
+        redactions: p.redactions,
+    }
+}
+
+/// Violations in the order a person should read them.
+fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
+    let (processes, lost_by, agent_netns) =
+        (&parts.processes, &parts.lost_by_kind, parts.agent.netns);
+    let mut out = Vec::new();
+    let name = |p: &ProcessEntry| p.argv.join(" ").chars().take(80).collect::<String>();
+    for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
+        out.push(Violation {
+            kind: "outside".into(),
+            pid: Some(p.pid),
+            summary: format!(
+                "pid {} `{}` ran in net namespace {}, not the agent's {}",
+                p.pid,
+                name(p),
+                p.netns.unwrap_or(0),
+                agent_netns.unwrap_or(0)
+            ),
+        });
+    }
+    for f in parts.files.iter().filter(|f| f.credential) {
+        let how = if f.verified {
+            format!("verified on {}", f.fs.as_deref().unwrap_or("?"))
+        } else {
+            format!(
+                "not verified: {}",
+                f.unverified_reason
+                    .as_deref()
+                    .unwrap_or("path from the syscall")
+            )
+        };
+        out.push(Violation {
+            kind: "credential".into(),
+            pid: Some(f.pid),
+            summary: format!("pid {} {} credential {} ({how})", f.pid, verb(f.op), f.path),
+        });
+    }
+    for n in parts
+        .network
+        .iter()
+        .filter(|n| n.verdict == Verdict::Outside)
+    {
+        out.push(Violation {
+            kind: "outside".into(),
+            pid: Some(n.pid),
+            summary: format!(
+                "pid {} {} {} from net namespace {}, not the agent's {}",
+                n.pid,
+                n.op,
+                crate::network::destination(n),
+                n.netns.unwrap_or(0),
+                agent_netns.unwrap_or(0)
+            ),
+        });
+    }
+    if !policy.is_empty() {
+        for n in &parts.network {
+            if n.op == "listen" || n.proto == "unix" || policy_allows(policy, &parts.network, n) {
+                continue;
+            }
+            out.push(Violation {
+                kind: "network".into(),
+                pid: Some(n.pid),
+                summary: format!(
+                    "pid {} {} {} ({}), not allowed by --allow-net",
+                    n.pid,
+                    n.op,
+                    crate::network::destination(n),
+                    n.result
+                ),
+            });
+        }
+    }
+    for f in parts.files.iter().filter(|f| f.persistence) {
+        out.push(Violation {
+            kind: "persistence".into(),
+            pid: Some(f.pid),
+            summary: format!(
+                "pid {} {} {}",
+                f.pid,
+                verb(f.op),
+                f.new_path.as_ref().unwrap_or(&f.path)
+            ),
+        });
+    }
+    if lost > 0 {
+        let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        out.push(Violation {
+            kind: "lost".into(),
+            pid: None,
+            summary: format!(
+                "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
+                by.join(", ")
+            ),
+        });
+    }
+    for p in processes
+        .iter()
+        .filter(|p| p.running_at_end && (!p.fork_only || p.preexisting))
+    {
+        out.push(Violation {
+            kind: "leftover".into(),
+            pid: Some(p.pid),
+            summary: format!(
+                "pid {} `{}` was still running when the capture ended",
+                p.pid,
+                name(p)
+            ),
+        });
+    }
+    out
+}
+
+fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
+    let Some(addr) = n.addr.as_deref().and_then(|a| a.parse().ok()) else {
+        return true;
+    };
+    if n.op == "dns" {
+        return policy.allows_dns(n.name.as_deref().unwrap_or(""), addr);
+    }
+    let names: Vec<&str> = network
+        .iter()
+        .filter(|d| d.op == "dns" && d.pid == n.pid)
+        .filter_map(|d| d.name.as_deref())
+        .collect();
+    policy.allows(addr, n.port.unwrap_or(0), &names)
+}
+
+fn verb(op: Op) -> &'static str {
+    match op {
+        Op::Read => "read",
+        Op::Write => "wrote",
+        Op::Create => "created",
+        Op::Delete => "deleted",
+        Op::Rename => "renamed",
+    }
 }
 
 /// Kinds `--fail-on` accepts.
@@ -222,7 +414,7 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
-        s.push_str(&format!("- **Network**: {} entries\n", self.network.len()));
+        s.push_str(&self.network_line());
         let left: Vec<String> = self
             .processes
             .iter()
@@ -250,6 +442,36 @@ impl Report {
             ));
         }
         s
+    }
+}
+
+impl Report {
+    /// Destinations (connects that worked), refusals and failures, listeners left, DNS names.
+    fn network_line(&self) -> String {
+        use crate::network::destination;
+        let pick = |f: &dyn Fn(&crate::network::NetEntry) -> bool| -> Vec<String> {
+            self.network
+                .iter()
+                .filter(|n| f(n))
+                .map(destination)
+                .collect()
+        };
+        let reached = pick(&|n| n.op == "connect" && n.result == "ok");
+        let refused = pick(&|n| n.op == "connect" && n.result != "ok");
+        let left = pick(&|n| n.op == "listen" && n.listening_at_end == Some(true));
+        let names: Vec<String> = self
+            .network
+            .iter()
+            .filter(|n| n.op == "dns")
+            .filter_map(|n| n.name.clone())
+            .collect();
+        format!(
+            "- **Network**: {}; refused or failed: {}; DNS: {}; listening at the end: {}\n",
+            list_or_none(&reached),
+            list_or_none(&refused),
+            list_or_none(&names),
+            list_or_none(&left)
+        )
     }
 }
 

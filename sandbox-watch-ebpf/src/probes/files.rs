@@ -23,10 +23,9 @@ use sandbox_watch_common::{
     PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
+use super::syscall::{RET, arg, remember, take};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
-const ARG0: usize = 16;
-const RET: usize = 16;
 const AT_FDCWD: i64 = -100;
 const O_WRONLY: u32 = 0o1;
 const O_RDWR: u32 = 0o2;
@@ -40,60 +39,11 @@ const NAME_MAX: usize = 1024;
 /// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
 const PATH_MASK: u32 = 0x3fff;
 
-/// Arguments of a syscall in flight, from its enter to its exit, by pid_tgid.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Pending {
-    dirfd: i64,
-    name: u64,
-    new_dirfd: i64,
-    new_name: u64,
-    flags: u32,
-    _pad: u32,
-}
-
-#[map]
-static PENDING: HashMap<u64, Pending> = HashMap::with_max_entries(16384, 0);
-
 /// Plain reads already reported, by process and inode, with how many more opens followed.
 /// `ALWAYS_REPORT` (set by userspace for credential files) means: report every open.
 
 #[map]
 static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
-
-#[inline(always)]
-fn arg(ctx: &TracePointContext, n: usize) -> u64 {
-    unsafe { ctx.read_at::<u64>(ARG0 + 8 * n) }.unwrap_or(0)
-}
-
-#[inline(always)]
-fn pid_tgid() -> u64 {
-    unsafe { aya_ebpf::helpers::generated::bpf_get_current_pid_tgid() }
-}
-
-fn remember(dirfd: i64, name: u64, new_dirfd: i64, new_name: u64, flags: u32) {
-    if !is_traced(current_tgid()) {
-        return;
-    }
-    let pending = Pending {
-        dirfd,
-        name,
-        new_dirfd,
-        new_name,
-        flags,
-        _pad: 0,
-    };
-    let _ = PENDING.insert(pid_tgid(), pending, 0);
-}
-
-fn take() -> Option<Pending> {
-    let key = pid_tgid();
-    let pending = unsafe { PENDING.get(key) }.copied();
-    if pending.is_some() {
-        let _ = PENDING.remove(key);
-    }
-    pending
-}
 
 // ---- opens: syscall tracepoints (the fallback) ----
 
@@ -171,7 +121,7 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
     }
     let file: Ptr = ctx.arg(0);
     // f_flags has lost O_CREAT/O_TRUNC by now; FMODE_CREATED in f_mode says "created".
-    report_open(file, 0);
+    report_open(file, unsafe { sw_file_flags(file) });
     0
 }
 

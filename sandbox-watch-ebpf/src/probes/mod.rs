@@ -1,3 +1,5 @@
 //! One file per hook family. Each names the kernel hook and the prototype it relies on.
 mod files;
+mod net;
 mod process;
+mod syscall;

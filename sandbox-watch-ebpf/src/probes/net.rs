@@ -1,0 +1,346 @@
+//! Network: connects (and their later outcome), listeners, UDP servers and DNS queries.
+//!
+//! - `sys_enter/exit_connect`, `listen`, `bind`: the socket comes from the caller's fd table;
+//!   its type, protocol and **its own** network namespace are read from the `struct sock`.
+//! - `raw_tracepoint/inet_sock_set_state(const struct sock *sk, int oldstate, int newstate)`:
+//!   the outcome of a non-blocking TCP connect (established, or closed with `sk_err`). It may
+//!   run in softirq context, so the owner comes from the `CONNECTING` map; on loopback it can
+//!   come before the connect's own exit, and userspace pairs the two by socket.
+//! - `sys_enter_sendto/sendmsg/sendmmsg`: a datagram to port 53 (given address, or the
+//!   connected peer) is sent with its first `DNS_MAX` bytes.
+use aya_ebpf::{
+    helpers::generated::{bpf_ktime_get_boot_ns, bpf_probe_read_user},
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::LruHashMap,
+    programs::{RawTracePointContext, TracePointContext},
+};
+use sandbox_watch_common::{
+    DNS_MAX, EventHeader, EventKind, NET_BIND, NET_CONNECT, NET_CONNECT_RESULT, NET_DNS,
+    NET_LISTEN, NetEvent, SOCKADDR_MAX,
+};
+
+use super::syscall::{RET, arg, remember, take};
+use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
+
+const AF_UNIX: u16 = 1;
+const AF_INET: u16 = 2;
+const AF_INET6: u16 = 10;
+const SOCK_DGRAM: u32 = 2;
+const EINPROGRESS: i64 = 115;
+const TCP_ESTABLISHED: u64 = 1;
+const TCP_CLOSE: u64 = 7;
+const DNS_PORT: u32 = 53;
+const O_NONBLOCK: u32 = 0o4000;
+
+/// Who started a connect still in progress, by kernel socket.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Owner {
+    tgid: u32,
+    _pad: u32,
+    start_ns: u64,
+}
+
+#[map]
+static CONNECTING: LruHashMap<u64, Owner> = LruHashMap::with_max_entries(4096, 0);
+
+/// Fills the event's socket fields from the socket behind `fd`; returns the `struct sock`.
+#[inline(always)]
+fn socket(ev: &mut NetEvent, fd: u32) -> Ptr {
+    let file = unsafe { sw_task_fd_file(current_task(), fd) };
+    let sk = unsafe { sw_file_sock(file) };
+    if sk.is_null() {
+        return sk;
+    }
+    unsafe {
+        ev.sock_type = sw_file_sock_type(file);
+        ev.protocol = sw_sk_protocol(sk);
+        ev.netns = sw_sk_netns(sk);
+        ev.family = sw_sk_family(sk);
+    }
+    ev.sock = sk as u64;
+    sk
+}
+
+/// Reads a `sockaddr` from the caller into `tail` and sets family, address and port from it.
+/// Returns the bytes read (the whole sockaddr stays in the tail: unix paths are read from it).
+#[inline(always)]
+fn sockaddr(ev: &mut NetEvent, tail: *mut u8, uaddr: u64, len: u64) -> u32 {
+    let n = if len > SOCKADDR_MAX as u64 {
+        SOCKADDR_MAX as u32
+    } else {
+        len as u32
+    };
+    if uaddr == 0 || unsafe { bpf_probe_read_user(tail.cast(), n, uaddr as *const _) } < 0 {
+        return 0;
+    }
+    let family = unsafe { *(tail as *const u16) };
+    ev.family = family as u32;
+    ev.port = u16::from_be(unsafe { *(tail.add(2) as *const u16) }) as u32;
+    unsafe {
+        match family {
+            AF_INET => core::ptr::copy_nonoverlapping(tail.add(4), ev.addr.as_mut_ptr(), 4),
+            AF_INET6 => core::ptr::copy_nonoverlapping(tail.add(8), ev.addr.as_mut_ptr(), 16),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// The connected peer of a socket (for sends without an address).
+#[inline(always)]
+fn peer(ev: &mut NetEvent, sk: Ptr) {
+    unsafe {
+        sw_sk_remote_addr(sk, ev.addr.as_mut_ptr());
+        ev.port = u16::from_be(sw_sk_remote_port_be(sk) as u16) as u32;
+    }
+}
+
+#[inline(always)]
+fn event(op: u32) -> Option<(*mut u8, &'static mut NetEvent, *mut u8)> {
+    let base = scratch()?;
+    let ev = unsafe { &mut *base.cast::<NetEvent>() };
+    *ev = NetEvent {
+        header: header(EventKind::Net, current_tgid(), unsafe {
+            sw_task_start_ns(current_task())
+        }),
+        op,
+        ..Default::default()
+    };
+    let tail = unsafe { base.add(core::mem::size_of::<NetEvent>()) };
+    Some((base, ev, tail))
+}
+
+#[inline(always)]
+fn send(base: *mut u8, ev: &NetEvent) {
+    let tail = (ev.tail_len as usize) & (2 * DNS_MAX - 1);
+    submit(
+        EventKind::Net,
+        base,
+        core::mem::size_of::<NetEvent>() + tail,
+    );
+}
+
+// ---- connect ----
+
+#[tracepoint(category = "syscalls", name = "sys_enter_connect")]
+pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
+    let tgid = current_tgid();
+    if !is_traced(tgid) {
+        return 0;
+    }
+    let fd = arg(&ctx, 0);
+    remember(fd as i64, arg(&ctx, 1), 0, 0, arg(&ctx, 2) as u32);
+    // A non-blocking TCP connect finishes later, or (on loopback) already inside this call:
+    // watch its socket's state from now on.
+    let task = current_task();
+    let file = unsafe { sw_task_fd_file(task, fd as u32) };
+    let sk = unsafe { sw_file_sock(file) };
+    if !sk.is_null() && unsafe { sw_file_flags(file) } & O_NONBLOCK != 0 {
+        let owner = Owner {
+            tgid,
+            _pad: 0,
+            start_ns: unsafe { sw_task_start_ns(task) },
+        };
+        let _ = CONNECTING.insert(sk as u64, owner, 0);
+    }
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_connect")]
+pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
+    let Some(p) = take() else { return 0 };
+    let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0);
+    let Some((base, ev, tail)) = event(NET_CONNECT) else {
+        return 0;
+    };
+    let sk = socket(ev, p.dirfd as u32);
+    let n = sockaddr(ev, tail, p.name, p.flags as u64);
+    if ev.family == AF_UNIX as u32 {
+        ev.tail_len = n;
+    }
+    ev.result = ret as i32;
+    if ret != -EINPROGRESS && !sk.is_null() {
+        let _ = CONNECTING.remove(sk as u64);
+    }
+    send(base, ev);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
+    let sk: Ptr = ctx.arg(0);
+    let Some(owner) = (unsafe { CONNECTING.get(sk as u64) }).copied() else {
+        return 0;
+    };
+    let new_state: u64 = ctx.arg(2);
+    let result = match new_state {
+        TCP_ESTABLISHED => 0,
+        TCP_CLOSE => -unsafe { sw_sk_err(sk) },
+        _ => return 0,
+    };
+    let _ = CONNECTING.remove(sk as u64);
+    let Some(base) = scratch() else { return 0 };
+    let ev = unsafe { &mut *base.cast::<NetEvent>() };
+    *ev = NetEvent {
+        header: EventHeader {
+            kind: EventKind::Net as u32,
+            tgid: owner.tgid,
+            pid: owner.tgid,
+            _pad: 0,
+            ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
+            start_ns: owner.start_ns,
+        },
+        op: NET_CONNECT_RESULT,
+        result,
+        sock: sk as u64,
+        ..Default::default()
+    };
+    unsafe {
+        ev.family = sw_sk_family(sk);
+        ev.protocol = sw_sk_protocol(sk);
+        ev.netns = sw_sk_netns(sk);
+    }
+    peer(ev, sk);
+    send(base, ev);
+    0
+}
+
+// ---- listen and UDP servers ----
+
+#[tracepoint(category = "syscalls", name = "sys_enter_listen")]
+pub fn sys_enter_listen(ctx: TracePointContext) -> u32 {
+    remember(arg(&ctx, 0) as i64, 0, 0, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_listen")]
+pub fn sys_exit_listen(ctx: TracePointContext) -> u32 {
+    local_endpoint(&ctx, NET_LISTEN);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_bind")]
+pub fn sys_enter_bind(ctx: TracePointContext) -> u32 {
+    remember(arg(&ctx, 0) as i64, 0, 0, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_bind")]
+pub fn sys_exit_bind(ctx: TracePointContext) -> u32 {
+    local_endpoint(&ctx, NET_BIND);
+    0
+}
+
+/// A successful listen, or bind of a datagram socket: reports its local address.
+#[inline(always)]
+fn local_endpoint(ctx: &TracePointContext, op: u32) {
+    let Some(p) = take() else { return };
+    if unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1) != 0 {
+        return;
+    }
+    let Some((base, ev, _)) = event(op) else {
+        return;
+    };
+    let sk = socket(ev, p.dirfd as u32);
+    if sk.is_null() || (op == NET_BIND && ev.sock_type != SOCK_DGRAM) {
+        return;
+    }
+    if ev.family != AF_INET as u32 && ev.family != AF_INET6 as u32 {
+        return;
+    }
+    unsafe {
+        sw_sk_local_addr(sk, ev.addr.as_mut_ptr());
+        ev.port = sw_sk_local_port(sk);
+    }
+    send(base, ev);
+}
+
+// ---- DNS ----
+
+#[tracepoint(category = "syscalls", name = "sys_enter_sendto")]
+pub fn sys_enter_sendto(ctx: TracePointContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    // sendto(fd, buf, len, flags, addr, addrlen)
+    let (fd, buf, len, addr, addrlen) = (
+        arg(&ctx, 0),
+        arg(&ctx, 1),
+        arg(&ctx, 2),
+        arg(&ctx, 4),
+        arg(&ctx, 5),
+    );
+    dns(fd as u32, buf, len, addr, addrlen);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_sendmsg")]
+pub fn sys_enter_sendmsg(ctx: TracePointContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    dns_msghdr(arg(&ctx, 0) as u32, arg(&ctx, 1));
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_sendmmsg")]
+pub fn sys_enter_sendmmsg(ctx: TracePointContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    // The resolver sends its A and AAAA questions together: look at the first two.
+    let (fd, msgs, count) = (arg(&ctx, 0) as u32, arg(&ctx, 1), arg(&ctx, 2));
+    dns_msghdr(fd, msgs);
+    if count > 1 {
+        dns_msghdr(fd, msgs + MMSGHDR_SIZE);
+    }
+    0
+}
+
+/// `struct mmsghdr { struct user_msghdr msg_hdr; unsigned int msg_len; }` (uapi, 64-bit).
+const MMSGHDR_SIZE: u64 = 64;
+
+/// `struct user_msghdr` (uapi, 64-bit): msg_name at 0, msg_namelen at 8, msg_iov at 16.
+#[inline(always)]
+fn dns_msghdr(fd: u32, msghdr: u64) {
+    let mut hdr = [0u64; 3];
+    if unsafe { bpf_probe_read_user(hdr.as_mut_ptr().cast(), 24, msghdr as *const _) } < 0 {
+        return;
+    }
+    let mut iov = [0u64; 2];
+    if unsafe { bpf_probe_read_user(iov.as_mut_ptr().cast(), 16, hdr[2] as *const _) } < 0 {
+        return;
+    }
+    dns(fd, iov[0], iov[1], hdr[0], hdr[1] & 0xffff_ffff);
+}
+
+/// Sends the first bytes of a UDP datagram bound for port 53.
+#[inline(always)]
+fn dns(fd: u32, buf: u64, len: u64, addr: u64, addrlen: u64) {
+    let Some((base, ev, tail)) = event(NET_DNS) else {
+        return;
+    };
+    let sk = socket(ev, fd);
+    if sk.is_null() || ev.sock_type != SOCK_DGRAM {
+        return;
+    }
+    if addr != 0 {
+        sockaddr(ev, tail, addr, addrlen);
+    } else {
+        peer(ev, sk);
+    }
+    if ev.port != DNS_PORT {
+        return;
+    }
+    let n = if len > DNS_MAX as u64 {
+        DNS_MAX as u32
+    } else {
+        len as u32
+    };
+    if unsafe { bpf_probe_read_user(tail.cast(), n, buf as *const _) } < 0 {
+        return;
+    }
+    ev.tail_len = n;
+    send(base, ev);
+}

@@ -1,0 +1,312 @@
+//! Where the traced processes connected, what they left listening and which names they looked
+//! up: network events turned into report entries, each with the verdict of its socket's own
+//! namespace.
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::decode::{Net, NetOp};
+use crate::model::Verdict;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NetEntry {
+    pub pid: u32,
+    /// connect, listen or dns.
+    pub op: String,
+    /// tcp, udp, unix (or the socket type's name for others).
+    pub proto: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub addr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub port: Option<u16>,
+    /// A unix-domain socket's path.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path: Option<String>,
+    /// dns: the name asked for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub name: Option<String>,
+    /// dns: the record type asked for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub qtype: Option<String>,
+    /// dns: why the datagram could not be read as a query.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub malformed: Option<String>,
+    /// ok, refused, in_progress (no outcome seen), sent (dns: the answer is not watched), or
+    /// the error's name (ENETUNREACH, ETIMEDOUT, …).
+    pub result: String,
+    pub netns: Option<u64>,
+    pub verdict: Verdict,
+    pub count: u64,
+    pub first_at: String,
+    pub last_at: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub listening_at_end: Option<bool>,
+}
+
+/// Where an entry went, for people: `127.0.0.1:8000`, `[::1]:443`, `example.com (dns via 127.0.0.53)`, a unix path.
+pub fn destination(n: &NetEntry) -> String {
+    if let Some(path) = &n.path {
+        return path.clone();
+    }
+    let addr = match (&n.addr, n.port) {
+        (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+        (Some(a), Some(p)) => format!("{a}:{p}"),
+        (Some(a), None) => a.clone(),
+        _ => "?".into(),
+    };
+    match &n.name {
+        Some(name) => format!("{name} (dns via {addr})"),
+        None => addr,
+    }
+}
+
+/// The result word for a syscall result.
+pub fn result_name(result: i32) -> String {
+    match -result {
+        0 => "ok".into(),
+        111 => "refused".into(),
+        115 => "in_progress".into(),
+        errno => {
+            let e = nix::errno::Errno::from_raw(errno);
+            match e {
+                nix::errno::Errno::UnknownErrno => format!("errno {errno}"),
+                e => format!("{e:?}"),
+            }
+        }
+    }
+}
+
+fn proto_name(n: &Net) -> String {
+    match (n.family, n.protocol, n.sock_type) {
+        (1, _, _) => "unix".into(),
+        (_, 6, _) => "tcp".into(),
+        (_, 17, _) => "udp".into(),
+        (_, _, 1) => "tcp".into(),
+        (_, _, 2) => "udp".into(),
+        (_, p, _) => format!("proto {p}"),
+    }
+}
+
+#[derive(Default)]
+pub struct Network {
+    pub entries: Vec<NetEntry>,
+    /// Identical connects and DNS questions are one entry with a count (see `same_key`).
+    same: HashMap<String, usize>,
+    /// Connects in progress, by kernel socket.
+    pending: HashMap<u64, usize>,
+    /// Outcomes that came before their connect's own record (loopback finishes inside the
+    /// call), by kernel socket.
+    early: HashMap<u64, i32>,
+}
+
+/// Entries with the same key are one entry with a count: same process, operation,
+/// destination, name, result and namespace.
+pub fn same_key(e: &NetEntry) -> String {
+    format!(
+        "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        e.pid, e.op, e.proto, e.addr, e.path, e.port, e.name, e.result, e.netns
+    )
+}
+
+/// What changed: the entry, and whether it is new.
+pub struct Changed {
+    pub index: usize,
+    pub new: bool,
+}
+
+impl Network {
+    /// Applies one network event; `at` is its time (RFC 3339), `agent_netns` what verdicts
+    /// compare with.
+    pub fn apply(&mut self, n: &Net, at: &str, agent_netns: Option<u64>) -> Option<Changed> {
+        let netns = (n.netns != 0).then_some(n.netns as u64);
+        if n.op == NetOp::ConnectResult {
+            let Some(index) = self.pending.remove(&n.sock) else {
+                self.early.insert(n.sock, n.result);
+                return None;
+            };
+            let e = &mut self.entries[index];
+            e.result = result_name(n.result);
+            e.last_at = at.to_string();
+            return Some(Changed { index, new: false });
+        }
+        let (op, mut result) = match n.op {
+            NetOp::Connect => ("connect", result_name(n.result)),
+            NetOp::Listen | NetOp::Bind => ("listen", "ok".to_string()),
+            NetOp::Dns => ("dns", "sent".to_string()),
+            NetOp::ConnectResult => unreachable!(),
+        };
+        let (mut name, mut qtype, mut malformed) = (None, None, None);
+        if n.op == NetOp::Dns {
+            match crate::dns::parse_query(&n.payload) {
+                crate::dns::Query::Name {
+                    name: q, qtype: t, ..
+                } => {
+                    name = Some(q);
+                    qtype = Some(t);
+                }
+                crate::dns::Query::Malformed { reason, partial } => {
+                    name = Some(partial);
+                    malformed = Some(reason);
+                    result = "malformed".into();
+                }
+            }
+        }
+        let entry = NetEntry {
+            pid: n.header.tgid,
+            op: op.into(),
+            proto: proto_name(n),
+            addr: n.addr.map(|a| a.to_string()),
+            port: (n.family == 2 || n.family == 10).then_some(n.port),
+            path: n.unix_path.clone(),
+            name,
+            qtype,
+            malformed,
+            result,
+            netns,
+            verdict: Verdict::of(netns, agent_netns),
+            count: 1,
+            first_at: at.to_string(),
+            last_at: at.to_string(),
+            listening_at_end: (op == "listen").then_some(false),
+        };
+        let in_progress = n.op == NetOp::Connect && n.result == -115;
+        if !in_progress && op != "listen" {
+            let key = same_key(&entry);
+            if let Some(&index) = self.same.get(&key) {
+                let e = &mut self.entries[index];
+                e.count += 1;
+                e.last_at = at.to_string();
+                return Some(Changed { index, new: false });
+            }
+            self.same.insert(key, self.entries.len());
+        }
+        self.entries.push(entry);
+        let index = self.entries.len() - 1;
+        let early = self.early.remove(&n.sock);
+        if in_progress {
+            match early {
+                Some(result) => self.entries[index].result = result_name(result),
+                None => {
+                    self.pending.insert(n.sock, index);
+                }
+            }
+        }
+        Some(Changed { index, new: true })
+    }
+
+    /// Marks listeners whose process still has the port open (read from that process's own
+    /// /proc/PID/net, which shows its namespace).
+    pub fn mark_listening_at_end(&mut self, running: impl Fn(u32) -> bool) {
+        for e in &mut self.entries {
+            if e.op != "listen" {
+                continue;
+            }
+            let (Some(port), true) = (e.port, running(e.pid)) else {
+                continue;
+            };
+            let files: &[(&str, &str)] = if e.proto == "udp" {
+                &[("udp", "07"), ("udp6", "07")]
+            } else {
+                &[("tcp", "0A"), ("tcp6", "0A")]
+            };
+            e.listening_at_end = Some(files.iter().any(|(file, state)| {
+                let text = std::fs::read_to_string(format!("/proc/{}/net/{file}", e.pid))
+                    .unwrap_or_default();
+                listening(&text, port, state)
+            }));
+        }
+    }
+
+    /// Recomputes verdicts once the agent's namespace is known (run mode finds it late).
+    pub fn reverdict(&mut self, agent_netns: Option<u64>) {
+        for e in &mut self.entries {
+            e.verdict = Verdict::of(e.netns, agent_netns);
+        }
+    }
+}
+
+/// Whether a /proc/net/{tcp,udp}[6] table has a socket on local `port` in `state`.
+fn listening(table: &str, port: u16, state: &str) -> bool {
+    table.lines().skip(1).any(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(st)) = (cols.get(1), cols.get(3)) else {
+            return false;
+        };
+        let local_port = local
+            .rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok());
+        local_port == Some(port) && st.eq_ignore_ascii_case(state)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Header;
+
+    fn net(op: NetOp, port: u16, result: i32, sock: u64) -> Net {
+        Net {
+            header: Header {
+                tgid: 5,
+                pid: 5,
+                ktime_ns: 1,
+                start_ns: 1,
+            },
+            op,
+            family: 2,
+            sock_type: 1,
+            protocol: 6,
+            addr: Some("127.0.0.1".parse().unwrap()),
+            port,
+            netns: 7,
+            result,
+            sock,
+            unix_path: None,
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn identical_connects_aggregate_and_results_are_named() {
+        let mut n = Network::default();
+        n.apply(&net(NetOp::Connect, 80, 0, 1), "t1", Some(7));
+        n.apply(&net(NetOp::Connect, 80, 0, 2), "t2", Some(7));
+        n.apply(&net(NetOp::Connect, 81, -111, 3), "t3", Some(7));
+        n.apply(&net(NetOp::Connect, 82, -101, 4), "t4", Some(8));
+        assert_eq!(n.entries.len(), 3);
+        assert_eq!(
+            (
+                n.entries[0].count,
+                n.entries[0].first_at.as_str(),
+                n.entries[0].last_at.as_str()
+            ),
+            (2, "t1", "t2")
+        );
+        assert_eq!(n.entries[1].result, "refused");
+        assert_eq!(n.entries[2].result, "ENETUNREACH");
+        assert_eq!(n.entries[2].verdict, Verdict::Outside);
+    }
+
+    #[test]
+    fn an_in_progress_connect_gets_its_outcome() {
+        let mut n = Network::default();
+        n.apply(&net(NetOp::Connect, 80, -115, 9), "t1", Some(7));
+        assert_eq!(n.entries[0].result, "in_progress");
+        n.apply(&net(NetOp::ConnectResult, 80, -111, 9), "t2", Some(7));
+        assert_eq!(n.entries[0].result, "refused");
+        // A result for a socket nobody waits for is ignored.
+        assert!(
+            n.apply(&net(NetOp::ConnectResult, 80, 0, 10), "t3", Some(7))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn proc_net_tables() {
+        let t = "  sl  local_address rem_address   st\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000\n";
+        assert!(listening(t, 8080, "0A"));
+        assert!(!listening(t, 8081, "0A"));
+        assert!(!listening(t, 8080, "07"));
+    }
+}

@@ -1,0 +1,1323 @@
+//! The TUI's state and the actions that change it. Terminal input becomes an [`Action`]
+//! ([`App::action_for_key`]); captured records are ingested ([`App::ingest`]); drawing lives in
+//! `ui.rs` and only reads this (plus scroll offsets and the page height it measures).
+
+use std::collections::VecDeque;
+use std::num::NonZeroU16;
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use serde_json::Value;
+
+use super::model::{
+    Alert, AlertKind, FileRow, LIST_CAP, LogRow, NetRow, Processes, Rows, Verdict, at_ns,
+    bool_field, i64_field, join_argv, pid_field, signal_name, str_field, summarize, target_text,
+    u64_field,
+};
+use super::{Feed, Options, Quit};
+
+/// Sparkline samples kept (Stats arrive every ~200 ms: 24 s of history).
+const RATE_SAMPLES: usize = 120;
+/// Seconds of log time kept in the per-second histogram (used when there are no Stats).
+const HIST_SECONDS: usize = 86_400;
+/// Alert lines kept for the gaps of the probe (each gap is one alert).
+const GAP_ALERTS_MAX: usize = 16;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum View {
+    Processes,
+    Files,
+    Network,
+    Alerts,
+    Log,
+}
+
+impl View {
+    pub(crate) const ALL: [View; 5] = [
+        View::Processes,
+        View::Files,
+        View::Network,
+        View::Alerts,
+        View::Log,
+    ];
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            View::Processes => "Processes",
+            View::Files => "Files",
+            View::Network => "Network",
+            View::Alerts => "Alerts",
+            View::Log => "Log",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Move {
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Home,
+    End,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) enum Action {
+    /// Leave the TUI.
+    Quit(Quit),
+    /// q: quit, or ask first when the agent still runs.
+    AskQuit,
+    CancelQuit,
+    ShowView(View),
+    NextView,
+    PrevView,
+    Move(Move),
+    ToggleFollow,
+    TogglePause,
+    OpenDetails,
+    /// Esc on the help or details overlay.
+    CloseOverlay,
+    ToggleHelp,
+    FilterStart,
+    FilterChar(char),
+    FilterBackspace,
+    FilterClearInput,
+    FilterApply,
+    /// Esc while typing: the filter is dropped.
+    FilterCancel,
+    /// Esc with a filter applied.
+    ClearFilter,
+    NextMatch,
+    PrevMatch,
+    FocusAgent,
+    FocusMonitor,
+    /// Bytes for the agent's terminal (the loop writes them to the pty master).
+    ToAgent(Vec<u8>),
+    Noop,
+}
+
+/// A substring filter on one view, with the rows it matches (ids for flat lists, positions in
+/// the tree order for processes), kept up to date as rows arrive.
+pub(crate) struct Filter {
+    /// As typed.
+    pub pattern: String,
+    /// Lower-cased, for matching.
+    needle: String,
+    pub matches: VecDeque<u64>,
+    /// Flat lists: rows up to this id have been looked at.
+    scanned: u64,
+}
+
+pub(crate) struct ViewState {
+    /// The selected row: an id (flat lists) or an index in `procs` (processes).
+    pub sel: Option<u64>,
+    /// First visible position (kept by the drawing code so the selection stays in view).
+    pub offset: usize,
+    /// Stick to the newest row.
+    pub follow: bool,
+    pub filter: Option<Filter>,
+    /// Rows the list showed last frame (for PgUp/PgDn).
+    pub height: usize,
+}
+
+impl ViewState {
+    fn new(follow: bool) -> Self {
+        ViewState {
+            sel: None,
+            offset: 0,
+            follow,
+            filter: None,
+            height: 10,
+        }
+    }
+}
+
+/// The visible rows of a view: keys `lo..hi` (or the filter's matches among them), possibly
+/// newest first.
+pub(crate) struct Visible<'a> {
+    lo: u64,
+    matches: Option<(&'a VecDeque<u64>, usize)>,
+    reversed: bool,
+    pub len: usize,
+}
+
+impl Visible<'_> {
+    pub(crate) fn key_at(&self, pos: usize) -> Option<u64> {
+        if pos >= self.len {
+            return None;
+        }
+        let p = if self.reversed {
+            self.len - 1 - pos
+        } else {
+            pos
+        };
+        match self.matches {
+            Some((m, start)) => m.get(start + p).copied(),
+            None => Some(self.lo + p as u64),
+        }
+    }
+
+    /// The position of `key`, or of the nearest visible row after it.
+    pub(crate) fn pos_of(&self, key: u64) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        let idx = match self.matches {
+            Some((m, start)) => m.partition_point(|&k| k < key).saturating_sub(start),
+            None => usize::try_from(key.saturating_sub(self.lo)).unwrap_or(usize::MAX),
+        }
+        .min(self.len - 1);
+        if self.reversed {
+            self.len - 1 - idx
+        } else {
+            idx
+        }
+    }
+
+    /// The position of the newest row.
+    pub(crate) fn newest(&self) -> usize {
+        if self.reversed {
+            0
+        } else {
+            self.len.saturating_sub(1)
+        }
+    }
+}
+
+/// What the header shows; computed each frame, or frozen while paused.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HeaderInfo {
+    pub target: String,
+    pub netns: String,
+    pub hook: String,
+    pub gaps: usize,
+    pub elapsed_ns: Option<i64>,
+    pub events: u64,
+    pub lost: u64,
+    pub rate: Vec<u64>,
+    /// Events in the last second, from Stats.
+    pub rate_per_s: Option<u64>,
+    pub outside: bool,
+    pub reason: Option<String>,
+    pub counts: [u64; 5],
+}
+
+pub(crate) struct Paused {
+    pub header: HeaderInfo,
+    /// Flat lists: rows from this id on are not shown.
+    ends: [u64; 5],
+}
+
+pub(crate) struct Details {
+    pub title: String,
+    pub lines: Vec<String>,
+    pub scroll: usize,
+}
+
+/// The agent's terminal as the pane shows it.
+pub(crate) struct AgentScreen {
+    pub parser: vt100::Parser,
+    pub focused: bool,
+    pub exited: bool,
+    /// A size the pane took that the pty has not been told yet (rows, cols).
+    pub pending_resize: Option<(u16, u16)>,
+}
+
+impl AgentScreen {
+    pub(crate) fn new(rows: u16, cols: u16) -> Self {
+        let nz = |n: u16| NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN);
+        AgentScreen {
+            parser: vt100::Parser::new(nz(rows), nz(cols), 1000),
+            focused: false,
+            exited: false,
+            pending_resize: None,
+        }
+    }
+
+    /// Called by the drawing code with the pane's inner size.
+    pub(crate) fn fit(&mut self, rows: u16, cols: u16) {
+        let (r, c) = self.parser.screen().size();
+        if (r.get(), c.get()) != (rows, cols) && rows > 0 && cols > 0 {
+            let nz = |n: u16| NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN);
+            self.parser.set_size(nz(rows), nz(cols));
+            self.pending_resize = Some((rows, cols));
+        }
+    }
+}
+
+struct StartInfo {
+    target: String,
+    mode: String,
+    agent_netns: Option<u64>,
+    hook: Option<String>,
+    gaps: usize,
+}
+
+pub(crate) struct App {
+    pub options: Options,
+    /// The wall clock, ns since the epoch; set by the loop each tick, fixed by tests.
+    pub now_ns: i64,
+
+    start: Option<StartInfo>,
+    first_exec_netns: Option<u64>,
+    first_at: Option<i64>,
+    last_at: Option<i64>,
+    end_at: Option<i64>,
+    ended_now: Option<i64>,
+    /// Set when the capture ended: why.
+    pub ended: Option<String>,
+    end_verdict_outside: bool,
+    outside_reason: Option<String>,
+    records: u64,
+    stats_events: Option<u64>,
+    stats_lost: u64,
+    end_events: Option<u64>,
+    end_lost: u64,
+    rate: VecDeque<u64>,
+    hist: Vec<u64>,
+    lost_alerted: bool,
+
+    pub procs: Processes,
+    pub files: Rows<FileRow>,
+    pub net: Rows<NetRow>,
+    pub alerts: Rows<Alert>,
+    pub log: Rows<LogRow>,
+
+    pub view: View,
+    pub views: [ViewState; 5],
+    pub help: bool,
+    pub details: Option<Details>,
+    /// The filter being typed.
+    pub prompt: Option<String>,
+    pub confirm_quit: bool,
+    pub paused: Option<Paused>,
+    /// A one-line message for the status bar, until the next key.
+    pub status: Option<String>,
+    pub agent: Option<AgentScreen>,
+    /// Something changed since the last frame.
+    pub dirty: bool,
+    /// Table rows turned into widgets so far (tests check this stays bounded).
+    pub rows_built: u64,
+}
+
+impl App {
+    pub(crate) fn new(options: Options, agent_pane: bool, now_ns: i64) -> Self {
+        App {
+            options,
+            now_ns,
+            start: None,
+            first_exec_netns: None,
+            first_at: None,
+            last_at: None,
+            end_at: None,
+            ended_now: None,
+            ended: None,
+            end_verdict_outside: false,
+            outside_reason: None,
+            records: 0,
+            stats_events: None,
+            stats_lost: 0,
+            end_events: None,
+            end_lost: 0,
+            rate: VecDeque::new(),
+            hist: Vec::new(),
+            lost_alerted: false,
+            procs: Processes::default(),
+            files: Rows::new(LIST_CAP),
+            net: Rows::new(LIST_CAP),
+            alerts: Rows::new(LIST_CAP),
+            log: Rows::new(LIST_CAP),
+            view: View::Processes,
+            views: [
+                ViewState::new(false),
+                ViewState::new(false),
+                ViewState::new(false),
+                ViewState::new(false),
+                ViewState::new(true),
+            ],
+            help: false,
+            details: None,
+            prompt: None,
+            confirm_quit: false,
+            paused: None,
+            status: None,
+            agent: agent_pane.then(|| AgentScreen::new(24, 80)),
+            dirty: true,
+            rows_built: 0,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Feed.
+
+    pub(crate) fn ingest(&mut self, feed: Feed) {
+        self.dirty = true;
+        match feed {
+            Feed::Record(v) => self.ingest_record(v),
+            Feed::Stats { events, lost } => {
+                if let Some(prev) = self.stats_events {
+                    if self.rate.len() == RATE_SAMPLES {
+                        self.rate.pop_front();
+                    }
+                    self.rate.push_back(events.saturating_sub(prev));
+                }
+                self.stats_events = Some(events);
+                self.stats_lost = lost;
+                if lost > 0 && !self.lost_alerted {
+                    self.lost_alerted = true;
+                    self.alerts.push(Alert {
+                        at_ns: Some(self.now_ns),
+                        kind: AlertKind::Lost,
+                        pid: None,
+                        summary: format!(
+                            "{lost} events lost in the kernel (ring buffer full): the record is incomplete"
+                        ),
+                        violation: false,
+                        raw: None,
+                    });
+                }
+            }
+            Feed::Ended { reason } => {
+                self.ended = Some(reason);
+                self.ended_now.get_or_insert(self.now_ns);
+                self.confirm_quit = false;
+                if let Some(a) = &mut self.agent {
+                    a.focused = false;
+                }
+            }
+        }
+    }
+
+    fn ingest_record(&mut self, v: Value) {
+        let raw: Arc<str> = Arc::from(v.to_string());
+        let kind = str_field(&v, "kind").unwrap_or("").to_string();
+        let at = at_ns(&v);
+        if let Some(at) = at {
+            let first = *self.first_at.get_or_insert(at);
+            self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
+            let sec = usize::try_from((at - first) / 1_000_000_000).unwrap_or(0);
+            if sec < HIST_SECONDS {
+                if self.hist.len() <= sec {
+                    self.hist.resize(sec + 1, 0);
+                }
+                self.hist[sec] += 1;
+            }
+        }
+        self.records += 1;
+        let pid = pid_field(&v, "pid");
+        match kind.as_str() {
+            "start" => {
+                let target = v.get("target");
+                let probe = v.get("probe");
+                let gaps: Vec<String> = probe
+                    .and_then(|p| p.get("gaps"))
+                    .and_then(Value::as_array)
+                    .map(|g| {
+                        g.iter()
+                            .filter_map(|s| s.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let hook = probe
+                    .and_then(|p| str_field(p, "file_open"))
+                    .map(str::to_string);
+                for gap in gaps.iter().take(GAP_ALERTS_MAX) {
+                    self.alerts.push(Alert {
+                        at_ns: at,
+                        kind: AlertKind::Gap,
+                        pid: None,
+                        summary: format!(
+                            "not seen with the {} hook: {gap}",
+                            hook.as_deref().unwrap_or("?")
+                        ),
+                        violation: false,
+                        raw: Some(raw.clone()),
+                    });
+                }
+                self.start = Some(StartInfo {
+                    target: target.map(target_text).unwrap_or_default(),
+                    mode: target
+                        .and_then(|t| str_field(t, "mode"))
+                        .unwrap_or("")
+                        .to_string(),
+                    agent_netns: v.get("agent").and_then(|a| u64_field(a, "netns")),
+                    hook,
+                    gaps: gaps.len(),
+                });
+            }
+            "process" | "exec" => {
+                self.procs.exec(&v, &raw);
+                if !bool_field(&v, "launcher") && self.first_exec_netns.is_none() {
+                    self.first_exec_netns = u64_field(&v, "netns");
+                }
+                if Verdict::of(&v) == Verdict::Outside {
+                    let netns = u64_field(&v, "netns")
+                        .map(|n| format!(" (netns {n})"))
+                        .unwrap_or_default();
+                    let summary = format!(
+                        "pid {} `{}` ran outside the agent's network namespace{netns}",
+                        pid.map(|p| p.to_string()).unwrap_or_default(),
+                        join_argv(v.get("argv")),
+                    );
+                    self.outside(at, AlertKind::Outside, pid, summary, &raw);
+                }
+            }
+            "fork" => self.procs.fork(&v, &raw),
+            "exit" => self.procs.exit(&v, &raw),
+            "file" | "file_failed" => {
+                let row = FileRow::from_record(&v, &raw);
+                if row.failed.is_none() && (row.credential || row.persistence) {
+                    let (kind, what) = if row.credential {
+                        (AlertKind::Credential, "credential ")
+                    } else {
+                        (AlertKind::Persistence, "persistence file ")
+                    };
+                    let path = match &row.new_path {
+                        Some(np) => format!("{} → {np}", row.path),
+                        None => row.path.clone(),
+                    };
+                    self.alerts.push(Alert {
+                        at_ns: at,
+                        kind,
+                        pid,
+                        summary: format!(
+                            "pid {} {} {what}{path}",
+                            pid.map(|p| p.to_string()).unwrap_or_default(),
+                            verb(&row.op)
+                        ),
+                        violation: false,
+                        raw: Some(raw.clone()),
+                    });
+                }
+                self.files.push(row);
+            }
+            "net" => {
+                let row = NetRow::from_record(&v, &raw);
+                if row.verdict == Verdict::Outside {
+                    let summary = format!(
+                        "pid {} {} {} {} outside the agent's network namespace",
+                        pid.map(|p| p.to_string()).unwrap_or_default(),
+                        row.op,
+                        row.proto,
+                        row.dest
+                    );
+                    self.outside(at, AlertKind::Network, pid, summary, &raw);
+                }
+                self.net.push(row);
+            }
+            "violation" => {
+                let kind = AlertKind::of_violation(&v);
+                let summary = str_field(&v, "summary").unwrap_or("").to_string();
+                if kind == AlertKind::Outside && self.outside_reason.is_none() {
+                    self.outside_reason = Some(summary.clone());
+                }
+                self.alerts.push(Alert {
+                    at_ns: at,
+                    kind,
+                    pid,
+                    summary,
+                    violation: true,
+                    raw: Some(raw.clone()),
+                });
+            }
+            "end" => {
+                self.end_at = at;
+                self.end_verdict_outside = str_field(&v, "verdict") == Some("outside");
+                self.end_events = u64_field(&v, "events");
+                self.end_lost = u64_field(&v, "lost").unwrap_or(0);
+                if self.ended.is_none() {
+                    let by = str_field(&v, "ended_by").unwrap_or("the capture ended");
+                    self.ended = Some(by.to_string());
+                }
+            }
+            _ => {}
+        }
+        let seq = u64_field(&v, "seq");
+        self.log.push(LogRow {
+            seq,
+            at_ns: at,
+            kind,
+            summary: summarize(&v),
+            raw,
+        });
+    }
+
+    fn outside(
+        &mut self,
+        at: Option<i64>,
+        kind: AlertKind,
+        pid: Option<u32>,
+        summary: String,
+        raw: &Arc<str>,
+    ) {
+        if self.outside_reason.is_none() {
+            self.outside_reason = Some(summary.clone());
+        }
+        self.alerts.push(Alert {
+            at_ns: at,
+            kind,
+            pid,
+            summary,
+            violation: false,
+            raw: Some(raw.clone()),
+        });
+    }
+
+    /// Run mode and the agent may still be running: quitting asks first.
+    pub(crate) fn agent_may_run(&self) -> bool {
+        let run_mode = self.agent.is_some()
+            || self
+                .start
+                .as_ref()
+                .is_some_and(|s| s.mode == "run" || s.mode.is_empty());
+        run_mode && !self.options.replay && self.ended.is_none()
+    }
+
+    /// First record's time, for relative times (`+1.234s`).
+    pub(crate) fn first_at(&self) -> Option<i64> {
+        self.first_at
+    }
+
+    fn elapsed_ns(&self) -> Option<i64> {
+        let first = self.first_at?;
+        let end = if self.options.replay {
+            self.end_at.or(self.last_at)?
+        } else if self.ended.is_some() {
+            self.end_at.or(self.ended_now).unwrap_or(self.now_ns)
+        } else {
+            self.now_ns
+        };
+        Some((end - first).max(0))
+    }
+
+    pub(crate) fn header_info(&self) -> HeaderInfo {
+        if let Some(p) = &self.paused {
+            return p.header.clone();
+        }
+        let start = self.start.as_ref();
+        let netns = match (start.and_then(|s| s.agent_netns), self.first_exec_netns) {
+            (Some(n), _) => format!("netns {n}"),
+            (None, Some(n)) => format!("netns {n} (first exec)"),
+            (None, None) => "netns ?".to_string(),
+        };
+        let rate: Vec<u64> = if self.stats_events.is_some() {
+            self.rate.iter().copied().collect()
+        } else {
+            self.hist.clone()
+        };
+        let rate_per_s = (!self.rate.is_empty()).then(|| self.rate.iter().rev().take(5).sum());
+        let outside = self.outside_reason.is_some() || self.end_verdict_outside;
+        let reason = self.outside_reason.clone().or_else(|| {
+            self.end_verdict_outside
+                .then(|| "the capture's verdict is outside".to_string())
+        });
+        HeaderInfo {
+            target: start.map(|s| s.target.clone()).unwrap_or_default(),
+            netns,
+            hook: start.and_then(|s| s.hook.clone()).unwrap_or_default(),
+            gaps: start.map_or(0, |s| s.gaps),
+            elapsed_ns: self.elapsed_ns(),
+            events: self
+                .stats_events
+                .or(self.end_events)
+                .unwrap_or(self.records),
+            lost: self.stats_lost.max(self.end_lost),
+            rate,
+            rate_per_s,
+            outside,
+            reason,
+            counts: [
+                self.procs.procs.len() as u64 + self.procs.not_stored,
+                self.files.end(),
+                self.net.end(),
+                self.alerts.end(),
+                self.log.end(),
+            ],
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Lists.
+
+    fn flat_bounds(&self, view: View) -> (u64, u64) {
+        let (first, end) = match view {
+            View::Processes => (0, self.procs.order.len() as u64),
+            View::Files => (self.files.first(), self.files.end()),
+            View::Network => (self.net.first(), self.net.end()),
+            View::Alerts => (self.alerts.first(), self.alerts.end()),
+            View::Log => (self.log.first(), self.log.end()),
+        };
+        let end = match (&self.paused, view) {
+            (Some(p), v) if v != View::Processes => p.ends[v.index()].clamp(first, end),
+            _ => end,
+        };
+        (first, end)
+    }
+
+    pub(crate) fn visible(&self, view: View) -> Visible<'_> {
+        let (lo, hi) = self.flat_bounds(view);
+        let reversed = view == View::Alerts;
+        match &self.views[view.index()].filter {
+            Some(f) => {
+                let start = f.matches.partition_point(|&k| k < lo);
+                let stop = f.matches.partition_point(|&k| k < hi);
+                Visible {
+                    lo,
+                    matches: Some((&f.matches, start)),
+                    reversed,
+                    len: stop.saturating_sub(start),
+                }
+            }
+            None => Visible {
+                lo,
+                matches: None,
+                reversed,
+                len: usize::try_from(hi - lo).unwrap_or(usize::MAX),
+            },
+        }
+    }
+
+    fn sel_key(&self, view: View) -> Option<u64> {
+        let sel = self.views[view.index()].sel?;
+        if view == View::Processes {
+            let pos = *self.procs.pos_of.get(usize::try_from(sel).ok()?)?;
+            Some(u64::from(pos))
+        } else {
+            Some(sel)
+        }
+    }
+
+    fn set_sel_key(&mut self, view: View, key: Option<u64>) {
+        let sel = match (view, key) {
+            (View::Processes, Some(k)) => self
+                .procs
+                .order
+                .get(usize::try_from(k).unwrap_or(usize::MAX))
+                .map(|&(i, _)| u64::from(i)),
+            (_, k) => k,
+        };
+        self.views[view.index()].sel = sel;
+    }
+
+    /// The selected position in the visible list, if any row is visible.
+    pub(crate) fn selected_pos(&self, view: View) -> Option<usize> {
+        let vis = self.visible(view);
+        if vis.len == 0 {
+            return None;
+        }
+        Some(match self.sel_key(view) {
+            Some(k) => vis.pos_of(k),
+            None => 0,
+        })
+    }
+
+    /// Brings derived state up to date before drawing or moving: tree order, filters, follow.
+    /// Costs what arrived since the last call (plus a tree walk when processes changed).
+    pub(crate) fn prepare(&mut self) {
+        if self.procs.dirty && self.paused.is_none() {
+            self.procs.flatten();
+            if let Some(f) = &mut self.views[View::Processes.index()].filter {
+                f.matches.clear();
+                for (pos, &(i, _)) in self.procs.order.iter().enumerate() {
+                    if self.procs.procs[i as usize].search_matches(&f.needle) {
+                        f.matches.push_back(pos as u64);
+                    }
+                }
+            }
+        }
+        self.sync_filter(View::Files);
+        self.sync_filter(View::Network);
+        self.sync_filter(View::Alerts);
+        self.sync_filter(View::Log);
+        for view in View::ALL {
+            if self.views[view.index()].follow {
+                let vis = self.visible(view);
+                let key = vis.key_at(vis.newest());
+                if key.is_some() {
+                    self.set_sel_key(view, key);
+                }
+            }
+        }
+    }
+
+    fn row_matches(&self, view: View, key: u64, needle: &str) -> bool {
+        match view {
+            View::Processes => self
+                .procs
+                .order
+                .get(key as usize)
+                .is_some_and(|&(i, _)| self.procs.procs[i as usize].search_matches(needle)),
+            View::Files => self.files.get(key).is_some_and(|r| r.search_matches(needle)),
+            View::Network => self.net.get(key).is_some_and(|r| r.search_matches(needle)),
+            View::Alerts => self.alerts.get(key).is_some_and(|r| r.search_matches(needle)),
+            View::Log => self.log.get(key).is_some_and(|r| r.search_matches(needle)),
+        }
+    }
+
+    fn list_ids(&self, view: View) -> (u64, u64) {
+        match view {
+            View::Processes => (0, self.procs.order.len() as u64),
+            View::Files => (self.files.first(), self.files.end()),
+            View::Network => (self.net.first(), self.net.end()),
+            View::Alerts => (self.alerts.first(), self.alerts.end()),
+            View::Log => (self.log.first(), self.log.end()),
+        }
+    }
+
+    /// Flat lists: forget matches that were dropped, look at rows that arrived.
+    fn sync_filter(&mut self, view: View) {
+        let (first, end) = self.list_ids(view);
+        let Some(mut f) = self.views[view.index()].filter.take() else {
+            return;
+        };
+        while f.matches.front().is_some_and(|&k| k < first) {
+            f.matches.pop_front();
+        }
+        for id in f.scanned.max(first)..end {
+            if self.row_matches(view, id, &f.needle) {
+                f.matches.push_back(id);
+            }
+        }
+        f.scanned = end;
+        self.views[view.index()].filter = Some(f);
+    }
+
+    fn set_filter(&mut self, view: View, pattern: String) {
+        let needle = pattern.to_lowercase();
+        let (first, end) = self.list_ids(view);
+        let mut matches = VecDeque::new();
+        for key in first..end {
+            if self.row_matches(view, key, &needle) {
+                matches.push_back(key);
+            }
+        }
+        let n = matches.len();
+        self.views[view.index()].filter = Some(Filter {
+            pattern,
+            needle,
+            matches,
+            scanned: end,
+        });
+        self.status = Some(format!(
+            "{n} match{}",
+            if n == 1 { "" } else { "es" }
+        ));
+    }
+
+    fn move_sel(&mut self, view: View, mv: Move) {
+        self.prepare();
+        let vis = self.visible(view);
+        if vis.len == 0 {
+            return;
+        }
+        let last = vis.len - 1;
+        let cur = self.selected_pos(view).unwrap_or(0);
+        let page = self.views[view.index()].height.max(2) - 1;
+        let new = match mv {
+            Move::Up => cur.saturating_sub(1),
+            Move::Down => (cur + 1).min(last),
+            Move::PageUp => cur.saturating_sub(page),
+            Move::PageDown => (cur + page).min(last),
+            Move::Home => 0,
+            Move::End => last,
+        };
+        let newest = vis.newest();
+        let key = vis.key_at(new);
+        self.set_sel_key(view, key);
+        if new != newest {
+            self.views[view.index()].follow = false;
+        }
+    }
+
+    fn step_match(&mut self, forward: bool) {
+        let view = self.view;
+        if self.views[view.index()].filter.is_none() {
+            self.status = Some("no filter: press / to type one".into());
+            return;
+        }
+        self.prepare();
+        let vis = self.visible(view);
+        if vis.len == 0 {
+            self.status = Some("no match".into());
+            return;
+        }
+        let cur = self.selected_pos(view).unwrap_or(0);
+        let new = if forward {
+            (cur + 1) % vis.len
+        } else {
+            (cur + vis.len - 1) % vis.len
+        };
+        let (newest, len) = (vis.newest(), vis.len);
+        let key = vis.key_at(new);
+        self.set_sel_key(view, key);
+        if new != newest {
+            self.views[view.index()].follow = false;
+        }
+        self.status = Some(format!("match {} of {len}", new + 1));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Keys and actions.
+
+    /// What a key means in the current mode.
+    pub(crate) fn action_for_key(&self, key: KeyEvent) -> Action {
+        if key.kind == KeyEventKind::Release {
+            return Action::Noop;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Ctrl-] arrives as Ctrl-5 from terminals without the kitty protocol (0x1d).
+        let ctrl_bracket = ctrl && matches!(key.code, KeyCode::Char(']') | KeyCode::Char('5'));
+        if let Some(a) = &self.agent
+            && a.focused
+        {
+            if ctrl_bracket {
+                return Action::FocusMonitor;
+            }
+            return Action::ToAgent(super::pty::key_bytes(
+                &key,
+                a.parser.screen().application_cursor(),
+            ));
+        }
+        if self.confirm_quit {
+            return match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => Action::Quit(Quit::LeaveAgentRunning),
+                KeyCode::Char('n') | KeyCode::Char('N') => Action::Quit(Quit::Normal),
+                _ => Action::CancelQuit,
+            };
+        }
+        if self.prompt.is_some() {
+            return match key.code {
+                KeyCode::Enter => Action::FilterApply,
+                KeyCode::Esc => Action::FilterCancel,
+                KeyCode::Backspace => Action::FilterBackspace,
+                KeyCode::Char('u') if ctrl => Action::FilterClearInput,
+                KeyCode::Char('c') if ctrl => Action::FilterCancel,
+                KeyCode::Char(c) if !ctrl => Action::FilterChar(c),
+                _ => Action::Noop,
+            };
+        }
+        if ctrl && key.code == KeyCode::Char('c') {
+            return Action::AskQuit;
+        }
+        if self.help {
+            return match key.code {
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::F(1) | KeyCode::Char('q') => {
+                    Action::CloseOverlay
+                }
+                _ => Action::Noop,
+            };
+        }
+        if self.details.is_some() {
+            return match key.code {
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => Action::CloseOverlay,
+                KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
+                KeyCode::Up | KeyCode::Char('k') => Action::Move(Move::Up),
+                KeyCode::Down | KeyCode::Char('j') => Action::Move(Move::Down),
+                KeyCode::PageUp => Action::Move(Move::PageUp),
+                KeyCode::PageDown | KeyCode::Char(' ') => Action::Move(Move::PageDown),
+                KeyCode::Home | KeyCode::Char('g') => Action::Move(Move::Home),
+                KeyCode::End | KeyCode::Char('G') => Action::Move(Move::End),
+                _ => Action::Noop,
+            };
+        }
+        if ctrl_bracket {
+            return if self.agent.is_some() {
+                Action::FocusAgent
+            } else {
+                Action::Noop
+            };
+        }
+        match key.code {
+            KeyCode::Char('q') => Action::AskQuit,
+            KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
+            KeyCode::Tab => Action::NextView,
+            KeyCode::BackTab => Action::PrevView,
+            KeyCode::Char(c @ '1'..='5') => {
+                Action::ShowView(View::ALL[(c as u8 - b'1') as usize])
+            }
+            KeyCode::Up | KeyCode::Char('k') => Action::Move(Move::Up),
+            KeyCode::Down | KeyCode::Char('j') => Action::Move(Move::Down),
+            KeyCode::PageUp => Action::Move(Move::PageUp),
+            KeyCode::PageDown | KeyCode::Char(' ') => Action::Move(Move::PageDown),
+            KeyCode::Home | KeyCode::Char('g') => Action::Move(Move::Home),
+            KeyCode::End | KeyCode::Char('G') => Action::Move(Move::End),
+            KeyCode::Enter => Action::OpenDetails,
+            KeyCode::Char('/') => Action::FilterStart,
+            KeyCode::Char('n') => Action::NextMatch,
+            KeyCode::Char('N') => Action::PrevMatch,
+            KeyCode::Char('f') => Action::ToggleFollow,
+            KeyCode::Char('p') => Action::TogglePause,
+            KeyCode::Esc => Action::ClearFilter,
+            _ => Action::Noop,
+        }
+    }
+
+    /// Applies an action. `Quit` and `ToAgent` are the loop's business and ignored here.
+    pub(crate) fn update(&mut self, action: Action) {
+        if action == Action::Noop {
+            return;
+        }
+        self.dirty = true;
+        if !matches!(action, Action::NextMatch | Action::PrevMatch) {
+            self.status = None;
+        }
+        let view = self.view;
+        match action {
+            Action::Quit(_) | Action::ToAgent(_) | Action::Noop => {}
+            Action::AskQuit => {
+                self.confirm_quit = self.agent_may_run();
+            }
+            Action::CancelQuit => self.confirm_quit = false,
+            Action::ShowView(v) => self.view = v,
+            Action::NextView => self.view = View::ALL[(view.index() + 1) % 5],
+            Action::PrevView => self.view = View::ALL[(view.index() + 4) % 5],
+            Action::Move(mv) => match &mut self.details {
+                Some(d) => {
+                    d.scroll = match mv {
+                        Move::Up => d.scroll.saturating_sub(1),
+                        Move::Down => d.scroll + 1,
+                        Move::PageUp => d.scroll.saturating_sub(10),
+                        Move::PageDown => d.scroll + 10,
+                        Move::Home => 0,
+                        Move::End => usize::MAX / 2,
+                    }
+                }
+                None => self.move_sel(view, mv),
+            },
+            Action::ToggleFollow => {
+                let vs = &mut self.views[view.index()];
+                vs.follow = !vs.follow;
+                self.status = Some(format!(
+                    "follow {}",
+                    if vs.follow { "on" } else { "off" }
+                ));
+            }
+            Action::TogglePause => {
+                if self.paused.take().is_some() {
+                    self.status = Some("display resumed".into());
+                } else {
+                    let ends = View::ALL.map(|v| self.list_ids(v).1);
+                    self.paused = Some(Paused {
+                        header: self.header_info(),
+                        ends,
+                    });
+                }
+            }
+            Action::OpenDetails => {
+                self.prepare();
+                self.details = self.details_for_selection();
+                if self.details.is_none() {
+                    self.status = Some("nothing selected".into());
+                }
+            }
+            Action::CloseOverlay => {
+                if self.help {
+                    self.help = false;
+                } else {
+                    self.details = None;
+                }
+            }
+            Action::ToggleHelp => self.help = !self.help,
+            Action::FilterStart => {
+                let current = self.views[view.index()]
+                    .filter
+                    .as_ref()
+                    .map(|f| f.pattern.clone());
+                self.prompt = Some(current.unwrap_or_default());
+            }
+            Action::FilterChar(c) => {
+                if let Some(p) = &mut self.prompt {
+                    p.push(c);
+                }
+            }
+            Action::FilterBackspace => {
+                if let Some(p) = &mut self.prompt {
+                    p.pop();
+                }
+            }
+            Action::FilterClearInput => {
+                if let Some(p) = &mut self.prompt {
+                    p.clear();
+                }
+            }
+            Action::FilterApply => {
+                let pattern = self.prompt.take().unwrap_or_default();
+                if pattern.is_empty() {
+                    self.views[view.index()].filter = None;
+                } else {
+                    self.prepare();
+                    self.set_filter(view, pattern);
+                }
+            }
+            Action::FilterCancel => {
+                self.prompt = None;
+                self.views[view.index()].filter = None;
+            }
+            Action::ClearFilter => {
+                if self.views[view.index()].filter.take().is_some() {
+                    self.status = Some("filter cleared".into());
+                }
+            }
+            Action::NextMatch => self.step_match(true),
+            Action::PrevMatch => self.step_match(false),
+            Action::FocusAgent => match &mut self.agent {
+                Some(a) if !a.exited => a.focused = true,
+                Some(_) => self.status = Some("the agent's terminal is closed".into()),
+                None => {}
+            },
+            Action::FocusMonitor => {
+                if let Some(a) = &mut self.agent {
+                    a.focused = false;
+                }
+            }
+        }
+    }
+
+    /// Bytes the agent wrote to its terminal.
+    pub(crate) fn agent_output(&mut self, bytes: &[u8]) {
+        if let Some(a) = &mut self.agent {
+            a.parser.process(bytes);
+            self.dirty = true;
+        }
+    }
+
+    /// The agent's terminal closed (it exited, or the pty broke).
+    pub(crate) fn agent_closed(&mut self) {
+        if let Some(a) = &mut self.agent {
+            a.exited = true;
+            a.focused = false;
+            self.dirty = true;
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Details.
+
+    fn details_for_selection(&self) -> Option<Details> {
+        let view = self.view;
+        let vis = self.visible(view);
+        let key = vis.key_at(self.selected_pos(view)?)?;
+        let first = self.first_at;
+        match view {
+            View::Processes => {
+                let (i, _) = *self.procs.order.get(key as usize)?;
+                let p = &self.procs.procs[i as usize];
+                let mut lines = vec![];
+                lines.push(format!(
+                    "pid {} · parent {} · {} child{}",
+                    p.pid,
+                    p.ppid.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+                    p.children.len(),
+                    if p.children.len() == 1 { "" } else { "ren" }
+                ));
+                let status = match (p.exit_code, p.signal) {
+                    (_, Some(s)) => format!("killed by {}", signal_name(s)),
+                    (Some(c), None) => format!("exited {c}"),
+                    (None, None) if self.ended.is_some() => {
+                        "still running when the capture ended".into()
+                    }
+                    (None, None) => "running".into(),
+                };
+                let ran = match (p.started_ns, p.ended_ns) {
+                    (Some(s), Some(e)) => format!(" · ran {}", duration_text(e - s)),
+                    _ => String::new(),
+                };
+                lines.push(format!("status: {status}{ran}"));
+                let mut flags = vec![];
+                if p.verdict != Verdict::Unknown {
+                    flags.push(p.verdict.word().to_string());
+                }
+                if p.fork_only {
+                    flags.push("fork only (argv is the parent's)".into());
+                }
+                if p.preexisting {
+                    flags.push("preexisting".into());
+                }
+                if p.launcher {
+                    flags.push("launcher".into());
+                }
+                if !flags.is_empty() {
+                    lines.push(format!("verdict: {}", flags.join(" · ")));
+                }
+                lines.push(format!("argv: {}", p.argv));
+                for raw in &p.records {
+                    lines.push(String::new());
+                    record_lines(raw, first, &mut lines);
+                }
+                if p.records_dropped > 0 {
+                    lines.push(format!("({} more records in the Log view)", p.records_dropped));
+                }
+                Some(Details {
+                    title: format!("process {}", p.pid),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Files => {
+                let r = self.files.get(key)?;
+                let mut lines = self.process_line(r.pid);
+                record_lines(&r.raw, first, &mut lines);
+                Some(Details {
+                    title: format!("file {}", r.path),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Network => {
+                let r = self.net.get(key)?;
+                let mut lines = self.process_line(r.pid);
+                record_lines(&r.raw, first, &mut lines);
+                Some(Details {
+                    title: format!("network {} {}", r.op, r.dest),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Alerts => {
+                let a = self.alerts.get(key)?;
+                let mut lines = vec![format!("{}: {}", a.kind.name(), a.summary)];
+                lines.push(if a.violation {
+                    "source: violation record (the capture's final list)".into()
+                } else {
+                    "source: derived live from the record below".into()
+                });
+                lines.extend(self.process_line(a.pid));
+                if let Some(raw) = &a.raw {
+                    record_lines(raw, first, &mut lines);
+                }
+                Some(Details {
+                    title: format!("alert: {}", a.kind.name()),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Log => {
+                let r = self.log.get(key)?;
+                let mut lines = vec![];
+                record_lines(&r.raw, first, &mut lines);
+                Some(Details {
+                    title: format!(
+                        "record {}",
+                        r.seq.map(|s| s.to_string()).unwrap_or_else(|| r.kind.clone())
+                    ),
+                    lines,
+                    scroll: 0,
+                })
+            }
+        }
+    }
+
+    fn process_line(&self, pid: Option<u32>) -> Vec<String> {
+        let Some(pid) = pid else { return vec![] };
+        match self.procs.by_pid(pid) {
+            Some(p) => vec![format!("process: pid {pid} {}", p.argv), String::new()],
+            None => vec![format!("process: pid {pid}"), String::new()],
+        }
+    }
+}
+
+fn verb(op: &str) -> &str {
+    match op {
+        "read" => "read",
+        "write" => "wrote",
+        "create" => "created",
+        "delete" => "deleted",
+        "rename" => "renamed",
+        other => other,
+    }
+}
+
+/// `12ms`, `3.40s`, `2m05s`, `1h02m`.
+pub(crate) fn duration_text(ns: i64) -> String {
+    let ns = ns.max(0);
+    let ms = ns / 1_000_000;
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{:02}s", ms / 1000, (ms % 1000) / 10)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60)
+    }
+}
+
+/// `+1.234s` after the first record, `+2m05.1s` past a minute.
+pub(crate) fn offset_text(at: Option<i64>, first: Option<i64>) -> String {
+    let (Some(at), Some(first)) = (at, first) else {
+        return String::new();
+    };
+    let ms = (at - first).max(0) / 1_000_000;
+    if ms < 60_000 {
+        format!("+{}.{:03}s", ms / 1000, ms % 1000)
+    } else {
+        format!("+{}m{:02}.{}s", ms / 60_000, (ms / 1000) % 60, (ms % 1000) / 100)
+    }
+}
+
+/// A record, pretty: a heading line, then `key  value` lines (nested objects as `a.b`).
+fn record_lines(raw: &str, first: Option<i64>, out: &mut Vec<String>) {
+    let v: Value = match serde_json::from_str(raw) {
+        Ok(v) => v,
+        Err(_) => {
+            out.push(raw.to_string());
+            return;
+        }
+    };
+    let kind = str_field(&v, "kind").unwrap_or("record");
+    let seq = u64_field(&v, "seq")
+        .map(|s| format!(" · seq {s}"))
+        .unwrap_or_default();
+    let when = offset_text(at_ns(&v), first);
+    let when = if when.is_empty() {
+        when
+    } else {
+        format!(" · {when}")
+    };
+    out.push(format!("── {kind}{seq}{when} ──"));
+    let mut fields = vec![];
+    flatten_fields(&v, "", &mut fields);
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0).min(24);
+    for (k, val) in fields {
+        if k == "kind" {
+            continue;
+        }
+        out.push(format!("{k:<width$}  {val}"));
+    }
+    // What a person cannot read at a glance.
+    if let Some(sig) = i64_field(&v, "signal") {
+        out.push(format!("{:<width$}  {}", "(signal)", signal_name(sig)));
+    }
+}
+
+fn flatten_fields(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match val {
+                    Value::Object(inner) if !inner.is_empty() => flatten_fields(val, &key, out),
+                    _ => out.push((key, value_text(val))),
+                }
+            }
+        }
+        other => out.push((prefix.to_string(), value_text(other))),
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "—".into(),
+        other => other.to_string(),
+    }
+}

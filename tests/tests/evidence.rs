@@ -1,0 +1,394 @@
+//! The evidence: a hash-chained log that verifies offline, endings that lose nothing, the CI
+//! gate, the summary, the OCSF export, replay, and no secret in any output.
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use integration_tests::*;
+use serde_json::Value;
+
+fn verify(log: &std::path::Path) -> (Option<i32>, String) {
+    let out = sandbox_watch(&["verify", log.to_str().unwrap()]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn write_lines(path: &std::path::Path, lines: &[String]) {
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn a_real_log_verifies_and_tampering_is_named() {
+    let r = run(
+        &[],
+        &["sh", "-c", "for i in 1 2 3 4 5 6; do /bin/true $i; done"],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let (code, text) = verify(&r.log);
+    assert_eq!(code, Some(0), "{text}");
+    let mode = std::fs::metadata(&r.log).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let original = lines(&r.log);
+    assert!(original.len() > 8);
+    assert_eq!(r.report["log"]["records"], original.len());
+    let last: Value = serde_json::from_str(original.last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "end");
+    assert_eq!(r.report["log"]["head"], last["hash"]);
+
+    let copy = r.dir.path().join("copy.jsonl");
+    // One changed byte in record 5.
+    let mut l = original.clone();
+    let i = l[5].find("\"at\":\"").unwrap() + 6;
+    let mut bytes = l[5].clone().into_bytes();
+    bytes[i + 3] = if bytes[i + 3] == b'7' { b'8' } else { b'7' };
+    l[5] = String::from_utf8(bytes).unwrap();
+    write_lines(&copy, &l);
+    let (code, text) = verify(&copy);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains('5'), "names record 5: {text}");
+    // A deleted record.
+    let mut l = original.clone();
+    l.remove(3);
+    write_lines(&copy, &l);
+    let (code, text) = verify(&copy);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains('3'), "{text}");
+    // Two records swapped.
+    let mut l = original.clone();
+    l.swap(2, 4);
+    write_lines(&copy, &l);
+    assert_eq!(verify(&copy).0, Some(1));
+    // Cut before the end record: intact but unended.
+    write_lines(&copy, &original[..original.len() - 1]);
+    let (code, text) = verify(&copy);
+    assert_eq!(code, Some(5), "{text}");
+}
+
+#[test]
+fn a_symlink_or_an_existing_file_at_the_log_path_is_refused() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("elsewhere");
+    std::fs::write(&target, "keep me").unwrap();
+    let link = dir.path().join("log.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = sandbox_watch(&["run", "--log", link.to_str().unwrap(), "--", "true"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    let existing = dir.path().join("existing.jsonl");
+    std::fs::write(&existing, "old").unwrap();
+    let out = sandbox_watch(&["run", "--log", existing.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    let out = sandbox_watch(&[
+        "run",
+        "--force",
+        "--log",
+        existing.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(verify(&existing).0, Some(0));
+}
+
+/// Starts an attach capture of a sleeping process, then signals the monitor.
+fn signalled_capture(signal: i32) -> (tempfile::TempDir, std::process::ExitStatus) {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let mut target = Command::new("sh")
+        .args(["-c", "while true; do /bin/true; sleep 0.1; done"])
+        .spawn()
+        .unwrap();
+    let mut monitor = Command::new(bin())
+        .args(["attach", "--headless", "--log"])
+        .arg(dir.path().join("log.jsonl"))
+        .arg("--report")
+        .arg(dir.path().join("report.json"))
+        .arg(target.id().to_string())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    unsafe { libc::kill(monitor.id() as i32, signal) };
+    let status = monitor.wait().unwrap();
+    target.kill().unwrap();
+    target.wait().unwrap();
+    (dir, status)
+}
+
+#[test]
+fn sigterm_finishes_the_log_and_report() {
+    let (dir, status) = signalled_capture(libc::SIGTERM);
+    assert_eq!(status.code(), Some(0));
+    let (code, text) = verify(&dir.path().join("log.jsonl"));
+    assert_eq!(code, Some(0), "{text}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    assert!(
+        report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["argv"][0] == "/bin/true")
+    );
+    let end: Value =
+        serde_json::from_str(lines(&dir.path().join("log.jsonl")).last().unwrap()).unwrap();
+    assert_eq!(end["ended_by"], "SIGTERM");
+}
+
+#[test]
+fn sigkill_leaves_a_log_whose_complete_lines_verify() {
+    let (dir, _) = signalled_capture(libc::SIGKILL);
+    let log = dir.path().join("log.jsonl");
+    let (code, text) = verify(&log);
+    assert_eq!(code, Some(5), "{text}");
+    assert!(lines(&log).len() > 1, "records were written as they came");
+    // replay says the log stops early but rebuilds what is there.
+    let out = sandbox_watch(&[
+        "replay",
+        "--headless",
+        "--report",
+        dir.path().join("replayed.json").to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replayed: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("replayed.json")).unwrap())
+            .unwrap();
+    assert!(replayed["processes"].as_array().unwrap().len() >= 1);
+}
+
+#[test]
+fn fail_on_credential_returns_3_and_otherwise_the_agents_status() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let key = dir.path().join(".ssh/id_rsa");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(&key, "secret").unwrap();
+    let script = format!("cat {} > /dev/null; exit 4", key.display());
+    let r = run(&["--fail-on", "credential"], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(3), "{}", r.stderr());
+    let r = run(
+        &["--fail-on", "outside,persistence"],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(
+        r.code(),
+        Some(4),
+        "no listed kind found: the agent's own status"
+    );
+    let r = run(&["--fail-on", "credential"], &["sh", "-c", "exit 4"]);
+    assert_eq!(r.code(), Some(4));
+}
+
+#[test]
+fn the_summary_counts_commands_and_goes_to_the_step_summary() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let step = dir.path().join("step.md");
+    std::fs::write(&step, "earlier step\n").unwrap();
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "--headless",
+            "--",
+            "sh",
+            "-c",
+            "/bin/true; /bin/false; ls / > /dev/null",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &step)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(&step).unwrap();
+    assert!(
+        text.starts_with("earlier step\n"),
+        "appended, not overwritten"
+    );
+    assert!(text.contains("**Commands**: 4 (1 failed: false)"), "{text}");
+    assert!(text.contains("INSIDE"), "{text}");
+}
+
+#[test]
+fn replay_rebuilds_the_report() {
+    let r = run(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "for i in 1 2 3; do cat /etc/hostname > /dev/null; done; sh -c 'exit 3'; true",
+        ],
+    );
+    let replayed = r.dir.path().join("replayed.json");
+    let out = sandbox_watch(&[
+        "replay",
+        "--headless",
+        "--report",
+        replayed.to_str().unwrap(),
+        r.log.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: Value = serde_json::from_str(&std::fs::read_to_string(&replayed).unwrap()).unwrap();
+    for key in ["verdict", "agent", "exit", "probe", "target"] {
+        assert_eq!(again[key], r.report[key], "{key}");
+    }
+    let strip = |v: &Value| -> Vec<(Value, Value, Value, Value)> {
+        v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["pid"].clone(),
+                    p["argv"].clone(),
+                    p["exit_code"].clone(),
+                    p["fork_only"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(strip(&again), strip(&r.report));
+    let counts = |v: &Value| -> Vec<(Value, Value, Value)> {
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["path"].clone(), f["op"].clone(), f["count"].clone()))
+            .collect()
+    };
+    assert_eq!(counts(&again), counts(&r.report));
+
+    // A tampered log is said so loudly.
+    let mut l = lines(&r.log);
+    l[2] = l[2].replace("\"pid\":", "\"pid\": ");
+    let bad = r.dir.path().join("bad.jsonl");
+    write_lines(&bad, &l);
+    let out = sandbox_watch(&["replay", "--headless", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FAILED VERIFICATION"));
+}
+
+#[test]
+fn planted_secrets_never_reach_an_output() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = [
+        "hunter2-PLANTED-1",
+        "ghp_PLANTEDplantedPLANTEDplanted123456",
+        "tok-PLANTED-3",
+        "envsecret-PLANTED-4",
+        "AKIAPLANTED000000005",
+    ];
+    let script = format!(
+        "/bin/echo --password={} > /dev/null; /bin/echo {} > /dev/null; /bin/echo -H 'Authorization: Bearer {}' > /dev/null; /bin/echo key {} > /dev/null; env > /dev/null",
+        secrets[0], secrets[1], secrets[2], secrets[4]
+    );
+    let (log, report, summary, ocsf) =
+        ["log.jsonl", "report.json", "summary.md", "ocsf.jsonl"].map(|f| dir.path().join(f));
+    let out = Command::new(bin())
+        .args(["run", "--headless", "--log"])
+        .arg(&log)
+        .arg("--report")
+        .arg(&report)
+        .arg("--summary")
+        .arg(&summary)
+        .arg("--ocsf")
+        .arg(&ocsf)
+        .args(["--", "sh", "-c", &script])
+        .env("API_TOKEN", secrets[3])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut outputs = vec![
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    ];
+    for f in [&log, &report, &summary, &ocsf] {
+        outputs.push(std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
+    }
+    for s in secrets {
+        for (i, text) in outputs.iter().enumerate() {
+            assert!(!text.contains(s), "secret {s} found in output {i}");
+        }
+    }
+    let r: Value = serde_json::from_str(&outputs[3]).unwrap();
+    assert!(
+        r["redactions"].as_u64().unwrap() >= 4,
+        "{}",
+        r["redactions"]
+    );
+    assert!(outputs[2].contains("[REDACTED]"));
+}
+
+#[test]
+fn the_ocsf_export_has_records_of_each_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let ocsf = dir.path().join("ocsf.jsonl");
+    let py = "import socket\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen()\nsocket.create_connection(s.getsockname()).close()\nopen('/etc/hostname').read()\n";
+    let r = run(&["--ocsf", ocsf.to_str().unwrap()], &["python3", "-c", py]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let text = std::fs::read_to_string(&ocsf).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert!(
+        !records.is_empty(),
+        "an export that writes nothing is the failure users complain about"
+    );
+    let classes: std::collections::BTreeSet<u64> = records
+        .iter()
+        .map(|r| r["class_uid"].as_u64().unwrap())
+        .collect();
+    for class in [1007, 1001, 4001] {
+        assert!(classes.contains(&class), "class {class} in {classes:?}");
+    }
+    for rec in &records {
+        assert!(
+            rec["metadata"]["version"]
+                .as_str()
+                .unwrap()
+                .starts_with("1.")
+        );
+        assert_eq!(
+            rec["type_uid"].as_u64().unwrap(),
+            rec["class_uid"].as_u64().unwrap() * 100 + rec["activity_id"].as_u64().unwrap()
+        );
+    }
+}

