@@ -59,6 +59,7 @@ impl Clock {
 pub enum Mode {
     Run { command: Vec<String> },
     Attach { pid: u32 },
+    Container { id: String, cgroup: String },
 }
 
 /// How the capture ends.
@@ -67,8 +68,10 @@ pub struct Ends {
     pub agent: Option<tokio::sync::oneshot::Receiver<nix::sys::wait::WaitStatus>>,
     pub linger: Duration,
     pub duration: Option<Duration>,
-    /// attach/container: end when no traced process is left.
+    /// attach: end when no traced process is left.
     pub when_empty: bool,
+    /// container: end when its cgroup is empty or removed.
+    pub container: Option<crate::container::Container>,
 }
 
 pub struct Capture {
@@ -155,6 +158,15 @@ impl Capture {
                 command: command.clone(),
                 pid: self.model.agent_pid,
                 container: None,
+            },
+            Mode::Container { id, cgroup } => Target {
+                mode: "container".into(),
+                command: Vec::new(),
+                pid: None,
+                container: Some(report::ContainerRef {
+                    id: id.clone(),
+                    cgroup: cgroup.clone(),
+                }),
             },
             Mode::Attach { pid } => Target {
                 mode: "attach".into(),
@@ -368,6 +380,10 @@ impl Capture {
                     }
                     if ends.when_empty && self.model.live_count() == 0 {
                         self.ended_by = "no traced process is left".into();
+                        break;
+                    }
+                    if ends.container.as_ref().is_some_and(|c| c.finished()) {
+                        self.ended_by = "the container's cgroup is empty or gone".into();
                         break;
                     }
                 }

@@ -124,7 +124,11 @@ fn read_name(p: &[u8], start: usize) -> Result<(String, usize), (&'static str, S
         match len {
             0 => break,
             0xC0..=0xFF => return Err(("compression pointer in a query", clip(text))),
-            0x40..=0xBF => return Err(("label longer than 63 bytes", clip(text))),
+            // 0x40..=0xBF: the extended and reserved label types, or what a naive encoder
+            // writes for a label of 64 to 191 bytes.
+            n if usize::from(n) > LABEL_MAX => {
+                return Err(("label longer than 63 bytes", clip(text)));
+            }
             _ => {}
         }
         let len = usize::from(len);

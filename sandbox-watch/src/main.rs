@@ -3,6 +3,7 @@
 //! The command line, log and report are a contract (see README.md): names stay, fields are added.
 mod capture;
 mod classify;
+mod container;
 mod decode;
 mod demo;
 mod dns;
@@ -60,6 +61,8 @@ enum Command {
     Run(RunArgs),
     /// Watch a running process and its descendants; ends when they are gone.
     Attach(AttachArgs),
+    /// Watch everything inside one container, whatever started it; ends when it is empty.
+    Container(ContainerArgs),
     /// Check a log's hash chain offline (no root, no kernel needed).
     Verify {
         /// The evidence log (JSONL) written by --log.
@@ -140,6 +143,16 @@ struct AttachArgs {
     /// The process to watch, with its descendants.
     #[arg(value_parser = parse_pid, allow_hyphen_values = true)]
     pid: u32,
+}
+
+#[derive(Args)]
+struct ContainerArgs {
+    #[command(flatten)]
+    capture: CaptureArgs,
+    /// A container id (full or an unambiguous start), a name known to docker, podman, nerdctl
+    /// or crictl, or a cgroup v2 path (absolute, or relative to the cgroup2 mount).
+    #[arg(value_name = "ID|NAME|CGROUP")]
+    target: String,
 }
 
 #[derive(Args)]
@@ -259,6 +272,7 @@ fn main() -> ExitCode {
         Some(Command::Demo(a)) => demo::run(a.dir),
         Some(Command::Run(a)) => run(a),
         Some(Command::Attach(a)) => attach(a),
+        Some(Command::Container(a)) => container(a),
         Some(Command::Verify { log }) => Ok(verify(&log)),
         Some(Command::Replay(a)) => replay(a),
     };
@@ -418,6 +432,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         linger: Duration::from_secs_f64(args.linger),
         duration: args.capture.duration.map(Duration::from_secs_f64),
         when_empty: false,
+        container: None,
     };
     rt.block_on(capture.watch(ring, ends))?;
     let report = capture.finish();
@@ -478,6 +493,7 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
         linger: Duration::ZERO,
         duration: args.capture.duration.map(Duration::from_secs_f64),
         when_empty: true,
+        container: None,
     };
     runtime()?.block_on(capture.watch(ring, ends))?;
     let report = capture.finish();
@@ -508,6 +524,43 @@ fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
         }
         _ => Ok(code),
     }
+}
+
+fn container(args: ContainerArgs) -> anyhow::Result<u8> {
+    let (classifier, log) = prepare(&args.capture)?;
+    let c = container::resolve(&args.target)?;
+    let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
+    let mut options = probe_options(&args.capture);
+    options.cgroup = Some((c.cgroup_id, c.level));
+    let mut probe = Probe::load(&options)?;
+    let ring = probe.ring()?;
+    // The processes already inside; the kernel adds the others by cgroup from now on.
+    let inside: Vec<model::Existing> = c.pids().into_iter().filter_map(target::existing).collect();
+    let ns = fixed_ns.or_else(|| inside.iter().find_map(|e| e.netns));
+    let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
+    model.agent_pid = inside.first().map(|e| e.pid);
+    for e in inside {
+        probe.trace(e.pid)?;
+        model.seed(e);
+    }
+    let mode = Mode::Container {
+        id: c.id.clone(),
+        cgroup: c.cgroup.clone(),
+    };
+    let mut capture = Capture::new(mode, probe, model, classifier, log);
+    capture.policy = policy(&args.capture.allow_net);
+    capture.allow_net = args.capture.allow_net.clone();
+    capture.log_start();
+    let ends = Ends {
+        agent: None,
+        linger: Duration::ZERO,
+        duration: args.capture.duration.map(Duration::from_secs_f64),
+        when_empty: false,
+        container: Some(c),
+    };
+    runtime()?.block_on(capture.watch(ring, ends))?;
+    let report = capture.finish();
+    conclude(&(&args.capture).into(), &report, 0)
 }
 
 /// Where a capture's or a replay's results go.

@@ -311,10 +311,6 @@ impl Policy {
         self.rules.is_empty()
     }
 
-    pub fn rules(&self) -> &[Rule] {
-        &self.rules
-    }
-
     /// Is a connection to `addr`:`port` allowed? `names` are the DNS names the process (or the
     /// traced processes) asked for most recently: answers are not seen, so a host rule matches
     /// when one of them matches it. `localhost` rules also match loopback addresses.

@@ -133,7 +133,8 @@ fn setup() -> anyhow::Result<()> {
         ]))?;
     }
 
-    // Debian packages: clang + libbpf headers + bpftool for the C shim.
+    // Debian packages: clang + libbpf headers + bpftool for the C shim; runc and a static
+    // busybox for the container tests; strace for the cross-check test.
     let missing: Vec<&str> = [
         ("clang", have("clang")),
         (
@@ -144,6 +145,11 @@ fn setup() -> anyhow::Result<()> {
             "bpftool",
             have("bpftool") || Path::new("/usr/sbin/bpftool").exists(),
         ),
+        ("runc", have("runc")),
+        ("busybox-static", Path::new("/bin/busybox").exists()),
+        ("strace", have("strace")),
+        ("python3", have("python3")),
+        ("git", have("git")),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)

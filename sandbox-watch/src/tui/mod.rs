@@ -1,1 +1,338 @@
+//! The terminal UI: watch an agent live, see the inside/outside verdict, drill into any record,
+//! replay a log.
+//!
+//! One loop turns terminal input, captured records (the [`Feed`]), the agent's terminal output
+//! and a render tick into actions that update the state ([`app`]), then draws ([`ui`]) at most
+//! ~30 times a second and only when something changed. The feed is drained a bounded batch at
+//! a time, lists are virtualised, and every list is capped, so the capture is never slowed.
 
+mod app;
+mod model;
+mod pty;
+mod ui;
+
+#[cfg(test)]
+mod tests;
+
+use std::io::{self, Stdout};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event as TermEvent, EventStream};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::sync::mpsc::{self, Receiver, error::TryRecvError};
+
+use app::{Action, App};
+use pty::AgentIo;
+
+/// What the capture sends the TUI.
+#[derive(Debug, Clone)]
+pub enum Feed {
+    /// One log record (same object as the JSONL line, `hash`/`prev` may be absent).
+    Record(serde_json::Value),
+    /// Sent about every 200 ms by the capture: totals so far.
+    Stats { events: u64, lost: u64 },
+    /// The capture ended (the agent exited, a signal, --duration); the screen says so and
+    /// stays until q.
+    Ended { reason: String },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// NO_COLOR is set: no colours, bold and reverse only.
+    pub no_color: bool,
+    /// Showing a recorded log: elapsed time runs to its end, quitting never asks.
+    pub replay: bool,
+}
+
+/// What the user chose when quitting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quit {
+    /// Quit. While the agent still runs (answer `n` to "leave the agent running?") this means
+    /// the caller should stop it as it would on SIGINT.
+    Normal,
+    /// Quit the TUI and leave the agent running (answer `y`).
+    LeaveAgentRunning,
+}
+
+/// A frame at most every 33 ms (~30 fps).
+const FRAME: Duration = Duration::from_millis(33);
+/// A frame at least this often, for the clock.
+const CLOCK_FRAMES: u32 = 15;
+/// Feed messages taken per loop turn before input and the render tick get their turn.
+const FEED_BATCH: usize = 2048;
+/// Chunks of agent output taken per loop turn.
+const AGENT_BATCH: usize = 64;
+
+/// Runs the TUI on the real terminal until the user quits. `agent_pty`: the master side of the
+/// agent's pseudo-terminal, when run mode gave it one (None in attach/replay).
+pub async fn run(
+    mut feed: Receiver<Feed>,
+    options: Options,
+    agent_pty: Option<OwnedFd>,
+) -> io::Result<Quit> {
+    let agent = agent_pty.map(AgentIo::start).transpose()?;
+    let mut term = TerminalGuard::enter()?;
+    let mut app = App::new(options, agent.is_some(), now_ns());
+    let result = event_loop(&mut term.terminal, &mut app, &mut feed, agent).await;
+    drop(term);
+    result
+}
+
+/// Replay: the records of a log file, then Ended.
+pub async fn replay(records: Vec<serde_json::Value>, options: Options) -> io::Result<()> {
+    let reason = replay_end_reason(&records);
+    let (tx, rx) = mpsc::channel(4 * FEED_BATCH);
+    let feeder = tokio::spawn(async move {
+        for r in records {
+            if tx.send(Feed::Record(r)).await.is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(Feed::Ended { reason }).await;
+    });
+    let options = Options {
+        replay: true,
+        ..options
+    };
+    let result = run(rx, options, None).await;
+    feeder.abort();
+    result.map(|_| ())
+}
+
+/// What the screen says when a replayed log has been read to its end.
+fn replay_end_reason(records: &[serde_json::Value]) -> String {
+    let end = records
+        .iter()
+        .rev()
+        .find(|r| r.get("kind").and_then(|k| k.as_str()) == Some("end"));
+    match end {
+        Some(e) => format!(
+            "end of the log ({})",
+            e.get("ended_by")
+                .and_then(|b| b.as_str())
+                .unwrap_or("ended")
+        ),
+        None => "end of the log, which has no end record (the monitor was stopped)".into(),
+    }
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+enum LoopEvent {
+    Term(io::Result<TermEvent>),
+    TermClosed,
+    Tick,
+    Feed(Option<Feed>),
+    Agent(Option<Vec<u8>>),
+}
+
+async fn event_loop(
+    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    app: &mut App,
+    feed: &mut Receiver<Feed>,
+    mut agent: Option<AgentIo>,
+) -> io::Result<Quit> {
+    let mut input = EventStream::new();
+    let mut tick = tokio::time::interval(FRAME);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut feed_open = true;
+    let mut agent_open = agent.is_some();
+    let mut frames_since_draw = 0u32;
+    loop {
+        let event = tokio::select! {
+            biased;
+            e = input.next() => match e {
+                Some(e) => LoopEvent::Term(e),
+                None => LoopEvent::TermClosed,
+            },
+            _ = tick.tick() => LoopEvent::Tick,
+            out = agent_output(&mut agent), if agent_open => LoopEvent::Agent(out),
+            f = feed.recv(), if feed_open => LoopEvent::Feed(f),
+        };
+        match event {
+            LoopEvent::Term(Ok(TermEvent::Key(key))) => match app.action_for_key(key) {
+                Action::Quit(q) => return Ok(q),
+                Action::ToAgent(bytes) => {
+                    if let Some(a) = &agent {
+                        a.send(bytes);
+                    }
+                }
+                action => app.update(action),
+            },
+            LoopEvent::Term(Ok(TermEvent::Paste(text))) => {
+                let to_agent = app.agent.as_ref().filter(|a| a.focused);
+                match (to_agent, &agent) {
+                    (Some(screen), Some(io)) => {
+                        let bytes = if screen.parser.screen().bracketed_paste() {
+                            format!("\x1b[200~{text}\x1b[201~").into_bytes()
+                        } else {
+                            text.into_bytes()
+                        };
+                        io.send(bytes);
+                    }
+                    _ => {
+                        if app.prompt.is_some() {
+                            for c in text.chars().filter(|c| !c.is_control()) {
+                                app.update(Action::FilterChar(c));
+                            }
+                        }
+                    }
+                }
+            }
+            LoopEvent::Term(Ok(TermEvent::Resize(..))) => app.dirty = true,
+            LoopEvent::Term(Ok(_)) => {}
+            LoopEvent::Term(Err(e)) => return Err(e),
+            LoopEvent::TermClosed => return Ok(Quit::Normal),
+            LoopEvent::Tick => {
+                app.now_ns = now_ns();
+                frames_since_draw += 1;
+                if app.dirty || frames_since_draw >= CLOCK_FRAMES {
+                    app.prepare();
+                    terminal.draw(|f| ui::draw(f, app))?;
+                    app.dirty = false;
+                    frames_since_draw = 0;
+                    if let (Some(screen), Some(io)) = (&mut app.agent, &agent)
+                        && let Some((rows, cols)) = screen.pending_resize.take()
+                    {
+                        // A pty that cannot be resized keeps its old size; nothing to do.
+                        let _ = io.resize(rows, cols);
+                    }
+                }
+            }
+            LoopEvent::Feed(Some(f)) => {
+                app.ingest(f);
+                for _ in 1..FEED_BATCH {
+                    match feed.try_recv() {
+                        Ok(f) => app.ingest(f),
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => {
+                            feed_open = false;
+                            feed_closed(app);
+                            break;
+                        }
+                    }
+                }
+            }
+            LoopEvent::Feed(None) => {
+                feed_open = false;
+                feed_closed(app);
+            }
+            LoopEvent::Agent(Some(bytes)) => {
+                app.agent_output(&bytes);
+                if let Some(io) = &mut agent {
+                    for _ in 1..AGENT_BATCH {
+                        match io.output.try_recv() {
+                            Ok(b) => app.agent_output(&b),
+                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Disconnected) => {
+                                agent_open = false;
+                                app.agent_closed();
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            LoopEvent::Agent(None) => {
+                agent_open = false;
+                app.agent_closed();
+            }
+        }
+    }
+}
+
+async fn agent_output(agent: &mut Option<AgentIo>) -> Option<Vec<u8>> {
+    match agent {
+        Some(a) => a.output.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The capture dropped its sender without saying it ended.
+fn feed_closed(app: &mut App) {
+    if app.ended.is_none() {
+        app.ingest(Feed::Ended {
+            reason: "the capture stopped".into(),
+        });
+    }
+}
+
+type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+/// Owns the terminal while the TUI runs: raw mode, the alternate screen, bracketed paste, and
+/// a panic hook that gives the terminal back before the panic message is printed.
+struct TerminalGuard {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+    previous_hook: Option<Arc<PanicHook>>,
+}
+
+impl TerminalGuard {
+    fn enter() -> io::Result<Self> {
+        let previous: Arc<PanicHook> = Arc::new(std::panic::take_hook());
+        let chained = previous.clone();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            chained(info);
+        }));
+        let mut guard_hook = Some(previous);
+        let setup = || -> io::Result<Terminal<CrosstermBackend<Stdout>>> {
+            enable_raw_mode()?;
+            crossterm::execute!(io::stdout(), EnterAlternateScreen, EnableBracketedPaste)?;
+            let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+            terminal.hide_cursor()?;
+            terminal.clear()?;
+            Ok(terminal)
+        };
+        match setup() {
+            Ok(terminal) => Ok(TerminalGuard {
+                terminal,
+                previous_hook: guard_hook.take(),
+            }),
+            Err(e) => {
+                restore_terminal();
+                reinstall_hook(guard_hook.take());
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+        reinstall_hook(self.previous_hook.take());
+    }
+}
+
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let _ = crossterm::execute!(
+        io::stdout(),
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+/// Puts back the panic hook that was there before ours.
+fn reinstall_hook(previous: Option<Arc<PanicHook>>) {
+    let Some(previous) = previous else { return };
+    // Dropping our hook drops its clone of `previous`.
+    drop(std::panic::take_hook());
+    match Arc::try_unwrap(previous) {
+        Ok(hook) => std::panic::set_hook(hook),
+        Err(shared) => std::panic::set_hook(Box::new(move |info| shared(info))),
+    }
+}
