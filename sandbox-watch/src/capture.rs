@@ -57,9 +57,18 @@ impl Clock {
 }
 
 pub enum Mode {
-    Run { command: Vec<String> },
-    Attach { pid: u32 },
-    Container { id: String, cgroup: String },
+    /// `command` is already redacted.
+    Run {
+        command: Vec<String>,
+        pid: u32,
+    },
+    Attach {
+        pid: u32,
+    },
+    Container {
+        id: String,
+        cgroup: String,
+    },
 }
 
 /// How the capture ends.
@@ -86,6 +95,10 @@ pub struct Capture {
     pub allow_net: Vec<String>,
     pub classifier: Classifier,
     pub log: Option<LogWriter>,
+    /// `--ocsf`: the same records as OCSF events.
+    pub ocsf: Option<crate::ocsf_out::OcsfWriter>,
+    /// For the OCSF device.
+    hostname: Option<String>,
     pub clock: Clock,
     pub started_ns: u64,
     pub events: u64,
@@ -115,6 +128,10 @@ impl Capture {
             allow_net: Vec::new(),
             classifier,
             log,
+            ocsf: None,
+            hostname: nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok()),
             clock,
             started_ns,
             events: 0,
@@ -125,13 +142,46 @@ impl Capture {
         }
     }
 
+    /// One record: to the evidence log, and as OCSF to `--ocsf`.
     fn write_log(&mut self, at_ns: u64, kind: &str, fields: Value) {
-        let Some(log) = self.log.as_mut() else { return };
-        let Value::Object(fields) = fields else {
+        let Value::Object(mut fields) = fields else {
             return;
         };
-        if let Err(e) = log.append(self.clock.wall(at_ns), kind, fields) {
+        let at = self.clock.wall(at_ns);
+        if let Some(ocsf) = self.ocsf.as_mut() {
+            fields.insert("kind".into(), kind.into());
+            fields.insert("at".into(), rfc3339_nanos(at).into());
+            let record = Value::Object(fields);
+            let host = self.hostname.as_deref();
+            if let Some(event) =
+                crate::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
+            {
+                ocsf.push(event);
+            }
+            let Value::Object(f) = record else {
+                unreachable!("built as an object")
+            };
+            fields = f;
+            fields.remove("kind");
+            fields.remove("at");
+        }
+        if let Some(log) = self.log.as_mut()
+            && let Err(e) = log.append(at, kind, fields)
+        {
             eprintln!("sandbox-watch: writing the log failed: {e}");
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(log) = self.log.as_mut()
+            && let Err(e) = log.flush()
+        {
+            eprintln!("sandbox-watch: writing the log failed: {e}");
+        }
+        if let Some(ocsf) = self.ocsf.as_mut()
+            && let Err(e) = ocsf.flush()
+        {
+            eprintln!("sandbox-watch: writing the OCSF export failed: {e}");
         }
     }
 
@@ -153,10 +203,10 @@ impl Capture {
 
     fn target(&self) -> Target {
         match &self.mode {
-            Mode::Run { command } => Target {
+            Mode::Run { command, pid } => Target {
                 mode: "run".into(),
                 command: command.clone(),
-                pid: self.model.agent_pid,
+                pid: Some(*pid),
                 container: None,
             },
             Mode::Container { id, cgroup } => Target {
@@ -293,13 +343,13 @@ impl Capture {
                 let at_text = self.clock.rfc3339(at);
                 let changed = self.network.apply(net, &at_text, self.model.agent_netns);
                 if net.op == crate::decode::NetOp::ConnectResult {
-                    if let Some(c) = changed {
-                        let e = &self.network.entries[c.index];
+                    if let Some(i) = changed {
+                        let e = &self.network.entries[i];
                         let fields = json!({ "pid": e.pid, "addr": e.addr, "port": e.port, "result": e.result });
                         self.write_log(at, "net_result", fields);
                     }
-                } else if let Some(c) = changed {
-                    let mut e = self.network.entries[c.index].clone();
+                } else if let Some(i) = changed {
+                    let mut e = self.network.entries[i].clone();
                     e.count = 1;
                     e.first_at = at_text.clone();
                     e.last_at = at_text;
@@ -375,9 +425,7 @@ impl Capture {
                     break;
                 }
                 _ = tick.tick() => {
-                    if let Some(log) = self.log.as_mut() && let Err(e) = log.flush() {
-                        eprintln!("sandbox-watch: writing the log failed: {e}");
-                    }
+                    self.flush();
                     if ends.when_empty && self.model.live_count() == 0 {
                         self.ended_by = "no traced process is left".into();
                         break;
@@ -489,6 +537,11 @@ impl Capture {
             "ended_by": self.ended_by,
         });
         let end_at = self.clock.wall(end_ns);
+        if let Some(ocsf) = self.ocsf.as_mut()
+            && let Err(e) = ocsf.flush()
+        {
+            eprintln!("sandbox-watch: writing the OCSF export failed: {e}");
+        }
         report.log = self.log.as_mut().map(|w| {
             let Value::Object(fields) = end_fields else {
                 unreachable!("json! of an object")

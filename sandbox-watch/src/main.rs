@@ -12,6 +12,8 @@ mod files;
 mod model;
 mod netpolicy;
 mod network;
+mod ocsf;
+mod ocsf_out;
 mod probe;
 mod redact;
 mod replay;
@@ -95,6 +97,10 @@ struct CaptureArgs {
     /// outside, credential, persistence, network, lost, leftover.
     #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
     fail_on: Option<Kinds>,
+    /// The same events as OCSF 1.3 JSONL (Process Activity 1007, File System Activity 1001,
+    /// Network Activity 4001, DNS Activity 4003).
+    #[arg(long, value_name = "PATH")]
+    ocsf: Option<PathBuf>,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     duration: Option<f64>,
@@ -314,9 +320,14 @@ fn verify(log: &Path) -> u8 {
 }
 
 /// Checks the options every capture shares and opens the log, before anything starts.
-fn prepare(
-    args: &CaptureArgs,
-) -> anyhow::Result<(classify::Classifier, Option<evidence::LogWriter>)> {
+/// What `prepare` opened before the agent starts.
+struct Prepared {
+    classifier: classify::Classifier,
+    log: Option<evidence::LogWriter>,
+    ocsf: Option<ocsf_out::OcsfWriter>,
+}
+
+fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
     let classifier = classify::Classifier::new(&args.credentials)?;
     if let Some(d) = args.duration
         && !(d > 0.0 && d.is_finite())
@@ -330,7 +341,15 @@ fn prepare(
         Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
         None => None,
     };
-    Ok((classifier, log))
+    let ocsf = match &args.ocsf {
+        Some(path) => Some(ocsf_out::OcsfWriter::create(path, args.force)?),
+        None => None,
+    };
+    Ok(Prepared {
+        classifier,
+        log,
+        ocsf,
+    })
 }
 
 /// A report or summary path whose directory does not exist is found now, not at the end.
@@ -388,7 +407,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let (classifier, log) = prepare(&args.capture)?;
+    let Prepared {
+        classifier,
+        log,
+        ocsf,
+    } = prepare(&args.capture)?;
     let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
@@ -408,7 +431,8 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     let model = Model::new(rule);
     let mut capture = Capture::new(
         Mode::Run {
-            command: args.command.clone(),
+            command: redact::redact_argv(&args.command).0,
+            pid: child.pid.as_raw() as u32,
         },
         probe,
         model,
@@ -417,6 +441,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     );
     capture.policy = policy(&args.capture.allow_net);
     capture.allow_net = args.capture.allow_net.clone();
+    capture.ocsf = ocsf;
     capture.log_start();
     let pid = child.release()?;
 
@@ -445,7 +470,11 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 fn attach(args: AttachArgs) -> anyhow::Result<u8> {
-    let (classifier, log) = prepare(&args.capture)?;
+    let Prepared {
+        classifier,
+        log,
+        ocsf,
+    } = prepare(&args.capture)?;
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
@@ -487,6 +516,7 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
     );
     capture.policy = policy(&args.capture.allow_net);
     capture.allow_net = args.capture.allow_net.clone();
+    capture.ocsf = ocsf;
     capture.log_start();
     let ends = Ends {
         agent: None,
@@ -527,7 +557,11 @@ fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
 }
 
 fn container(args: ContainerArgs) -> anyhow::Result<u8> {
-    let (classifier, log) = prepare(&args.capture)?;
+    let Prepared {
+        classifier,
+        log,
+        ocsf,
+    } = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let mut options = probe_options(&args.capture);
@@ -550,6 +584,7 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
     let mut capture = Capture::new(mode, probe, model, classifier, log);
     capture.policy = policy(&args.capture.allow_net);
     capture.allow_net = args.capture.allow_net.clone();
+    capture.ocsf = ocsf;
     capture.log_start();
     let ends = Ends {
         agent: None,

@@ -152,6 +152,11 @@ fn parse_net(text: &str) -> Result<(IpAddr, u8), String> {
             n
         }
     };
+    Ok(canonical(addr, prefix))
+}
+
+/// v4-mapped IPv6 networks as IPv4, host bits cleared.
+fn canonical(addr: IpAddr, prefix: u8) -> (IpAddr, u8) {
     let (addr, prefix) = match addr {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) if prefix >= 96 => (IpAddr::V4(v4), prefix - 96),
@@ -159,7 +164,7 @@ fn parse_net(text: &str) -> Result<(IpAddr, u8), String> {
         },
         v4 => (v4, prefix),
     };
-    Ok((mask(addr, prefix), prefix))
+    (mask(addr, prefix), prefix)
 }
 
 fn family(addr: IpAddr) -> &'static str {
@@ -302,7 +307,21 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The policy of these rules. Network rules built by hand are made canonical here as
+    /// `parse_rule` makes them (v4-mapped as IPv4, host bits cleared, prefix at most the
+    /// address length).
     pub fn new(rules: Vec<Rule>) -> Policy {
+        let rules = rules
+            .into_iter()
+            .map(|rule| match rule {
+                Rule::Cidr { net, prefix, port } => {
+                    let prefix = prefix.min(max_prefix(net));
+                    let (net, prefix) = canonical(net, prefix);
+                    Rule::Cidr { net, prefix, port }
+                }
+                host => host,
+            })
+            .collect();
         Policy { rules }
     }
 
@@ -515,6 +534,20 @@ mod tests {
             parse_rule("fd00::1:53/64").unwrap(),
             cidr("fd00::", 64, None)
         );
+    }
+
+    #[test]
+    fn rules_built_by_hand_are_made_canonical() {
+        // As main.rs builds them from resolved addresses: unmasked, v4-mapped, too long.
+        let p = Policy::new(vec![
+            cidr("10.1.2.3", 8, Some(80)),
+            cidr("::ffff:192.0.2.1", 128, None),
+            cidr("198.51.100.7", 200, None),
+        ]);
+        assert!(p.allows(ip("10.200.0.1"), 80, &[]));
+        assert!(p.allows(ip("192.0.2.1"), 5, &[]));
+        assert!(p.allows(ip("198.51.100.7"), 5, &[]));
+        assert!(!p.allows(ip("198.51.100.8"), 5, &[]));
     }
 
     #[test]

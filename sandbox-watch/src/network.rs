@@ -108,16 +108,10 @@ pub fn same_key(e: &NetEntry) -> String {
     )
 }
 
-/// What changed: the entry, and whether it is new.
-pub struct Changed {
-    pub index: usize,
-    pub new: bool,
-}
-
 impl Network {
-    /// Applies one network event; `at` is its time (RFC 3339), `agent_netns` what verdicts
-    /// compare with.
-    pub fn apply(&mut self, n: &Net, at: &str, agent_netns: Option<u64>) -> Option<Changed> {
+    /// Applies one network event (`at`: its time, RFC 3339; `agent_netns`: what verdicts
+    /// compare with); returns the entry it made or changed.
+    pub fn apply(&mut self, n: &Net, at: &str, agent_netns: Option<u64>) -> Option<usize> {
         let netns = (n.netns != 0).then_some(n.netns as u64);
         if n.op == NetOp::ConnectResult {
             let Some(index) = self.pending.remove(&n.sock) else {
@@ -127,7 +121,7 @@ impl Network {
             let e = &mut self.entries[index];
             e.result = result_name(n.result);
             e.last_at = at.to_string();
-            return Some(Changed { index, new: false });
+            return Some(index);
         }
         let (op, mut result) = match n.op {
             NetOp::Connect => ("connect", result_name(n.result)),
@@ -176,7 +170,7 @@ impl Network {
                 let e = &mut self.entries[index];
                 e.count += 1;
                 e.last_at = at.to_string();
-                return Some(Changed { index, new: false });
+                return Some(index);
             }
             self.same.insert(key, self.entries.len());
         }
@@ -191,7 +185,7 @@ impl Network {
                 }
             }
         }
-        Some(Changed { index, new: true })
+        Some(index)
     }
 
     /// Marks listeners whose process still has the port open (read from that process's own

@@ -8,7 +8,7 @@
 //! | `process` | Process Activity (1007, 1) | Other (99), `activity_name` "Running": a process already running when the capture began (its launch was not seen; `process.created_time` is when it started) |
 //! | `exit` | Process Activity (1007, 1) | Terminate (2), `exit_code` |
 //! | `file` | File System Activity (1001, 1) | Create 1, Read 2, Update 3 (write), Delete 4, Rename 5 (`file` the old path, `file_result` the new); status Success |
-//! | `file_failed` | File System Activity (1001, 1) | as `file`, status Failure, `status_code` the raw result, `status_detail` the errno name |
+//! | `file_failed` | File System Activity (1001, 1) | as `file`, status Failure, `status_code` the raw result, `status_detail` the errno name; no `file_result` (OCSF keeps it for successes: `new_path` stays in `unmapped`) |
 //! | `net` connect | Network Activity (4001, 4) | ok: Open (1); refused: Refuse (5); ECONNRESET: Reset (3); another error: Fail (4); in_progress: Other (99) "Connect" (the outcome comes as a `net_result`) |
 //! | `net` listen | Network Activity (4001, 4) | Listen (7) |
 //! | `net_result` | Network Activity (4001, 4) | the outcome of an in-progress connect, as for connect |
@@ -36,6 +36,10 @@
 //! - A unix socket's path is `dst_endpoint.name`; `connection_info.protocol_name` is set for
 //!   tcp and udp only (it is an IANA protocol name), other `proto` values stay in `unmapped`.
 //! - A listen's `dst_endpoint` is the listening (local) address: it is the responder.
+//! - `time` is the record's `at` in epoch milliseconds (0 when `at` is missing or not RFC 3339;
+//!   the log always has it), `timezone_offset` its offset in minutes.
+//! - `count`, `first_at`/`last_at` (net) become `count`, `start_time`/`end_time`. The record's
+//!   `prev` is dropped: the hash chain cannot be checked on OCSF objects anyway.
 use serde_json::{Map, Value, json};
 
 pub const OCSF_VERSION: &str = "1.3.0";
@@ -81,6 +85,7 @@ impl Class {
 
 /// The OCSF object for one evidence-log record, or `None` when the record has no OCSF class
 /// (`start`, `end`, `violation`, unknown kinds, or not an object with a `kind`).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn to_ocsf(record: &Value, product_version: &str) -> Option<Value> {
     to_ocsf_on_host(record, product_version, None)
 }
@@ -167,11 +172,11 @@ impl Event {
         } else {
             (1, "Informational")
         };
-        if let Some(count) = take(&mut rest, "count").and_then(|v| v.as_u64()) {
+        if let Some(count) = take_u64(&mut rest, "count") {
             self.set("count", json!(count));
         }
         for (from, to) in [("first_at", "start_time"), ("last_at", "end_time")] {
-            if let Some(ms) = take(&mut rest, from).and_then(|v| ms_of(&v)) {
+            if let Some(ms) = take_time(&mut rest, from) {
                 self.set(to, json!(ms));
             }
         }
@@ -273,9 +278,16 @@ fn take_i64(rest: &mut Map<String, Value>, key: &str) -> Option<i64> {
     }
 }
 
-/// An RFC 3339 string value as epoch milliseconds.
-fn ms_of(v: &Value) -> Option<i64> {
-    v.as_str().and_then(parse_rfc3339).map(|(ms, _)| ms)
+/// An RFC 3339 time as epoch milliseconds (kept unmapped when it is not one).
+fn take_time(rest: &mut Map<String, Value>, key: &str) -> Option<i64> {
+    let v = take(rest, key)?;
+    match v.as_str().and_then(parse_rfc3339) {
+        Some((ms, _)) => Some(ms),
+        None => {
+            rest.insert(key.to_string(), v);
+            None
+        }
+    }
 }
 
 /// The last component of a path (the path itself for `/` or a path ending in `/`).
@@ -349,10 +361,10 @@ fn process_event(rest: &mut Map<String, Value>, activity_id: u64, name: &str) ->
     if let Some(uid) = take_u64(rest, "uid") {
         process.insert("user".into(), json!({ "uid": uid.to_string() }));
     }
-    if let Some(ms) = take(rest, "started_at").and_then(|v| ms_of(&v)) {
+    if let Some(ms) = take_time(rest, "started_at") {
         process.insert("created_time".into(), json!(ms));
     }
-    if let Some(ms) = take(rest, "ended_at").and_then(|v| ms_of(&v)) {
+    if let Some(ms) = take_time(rest, "ended_at") {
         process.insert("terminated_time".into(), json!(ms));
     }
     if let Some(code) = take_i64(rest, "exit_code") {
@@ -360,8 +372,8 @@ fn process_event(rest: &mut Map<String, Value>, activity_id: u64, name: &str) ->
     }
     let what = process
         .get("cmd_line")
-        .or(exe.as_ref().map(|_| &process["file"]["path"]))
         .and_then(Value::as_str)
+        .or(exe.as_deref())
         .unwrap_or("?")
         .to_string();
     let pid_text = pid.map_or("?".to_string(), |p| p.to_string());
@@ -528,7 +540,13 @@ fn net_event(rest: &mut Map<String, Value>) -> Event {
     let result = take_str(rest, "result");
     let pid = take_u64(rest, "pid");
     let addr = take_str(rest, "addr");
-    let port = take_u64(rest, "port");
+    let port = match take_u64(rest, "port") {
+        Some(p) if p > 65535 => {
+            rest.insert("port".into(), json!(p));
+            None
+        }
+        p => p,
+    };
     let path = take_str(rest, "path");
     let ip: Option<std::net::IpAddr> = addr.as_deref().and_then(|a| a.parse().ok());
 
@@ -575,6 +593,12 @@ fn net_event(rest: &mut Map<String, Value>) -> Event {
     }
     if let Some(path) = &path {
         dst.insert("name".into(), json!(path));
+    }
+    // A connect's name (when the log gives one): the DNS name of the destination.
+    if op != "dns"
+        && let Some(name) = take_str(rest, "name")
+    {
+        dst.insert("hostname".into(), json!(name));
     }
 
     let mut conn = Map::new();
@@ -1107,9 +1131,11 @@ mod tests {
         assert_eq!(e["connection_info"]["boundary_id"], 1);
 
         let e = net(
-            json!({"pid":7,"op":"connect","proto":"tcp","addr":"10.9.9.9","port":22,"result":"ETIMEDOUT"}),
+            json!({"pid":7,"op":"connect","proto":"tcp","addr":"10.9.9.9","port":22,"result":"ETIMEDOUT",
+                   "name":"git.example"}),
         );
         check(&e);
+        assert_eq!(e["dst_endpoint"]["hostname"], "git.example");
         assert_eq!(
             (e["activity_id"].as_u64(), e["status_detail"].as_str()),
             (Some(4), Some("ETIMEDOUT"))
@@ -1228,6 +1254,14 @@ mod tests {
             );
             // What could not be read is kept, not lost.
             assert_eq!(e["unmapped"]["pid"], "x", "{kind}");
+            assert_eq!(e["unmapped"]["count"], -2, "{kind}");
+            if kind.starts_with("net") {
+                assert_eq!(e["unmapped"]["port"], 70000);
+            }
+            if kind == "exec" {
+                assert_eq!(e["unmapped"]["started_at"], "?");
+                assert_eq!(e["unmapped"]["exe"], 3);
+            }
         }
         let e = ocsf(json!({"kind":"exec","pid":1,"argv":[],"exe":"/bin/true"}));
         assert!(e["process"].get("cmd_line").is_none());

@@ -92,6 +92,12 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether a Debian package is installed.
+fn installed(package: &str) -> bool {
+    output(Command::new("dpkg-query").args(["-W", "-f", "${Status}", package]))
+        .is_ok_and(|s| s.contains("install ok installed"))
+}
+
 fn cargo_home() -> PathBuf {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
@@ -146,7 +152,7 @@ fn setup() -> anyhow::Result<()> {
             have("bpftool") || Path::new("/usr/sbin/bpftool").exists(),
         ),
         ("runc", have("runc")),
-        ("busybox-static", Path::new("/bin/busybox").exists()),
+        ("busybox-static", installed("busybox-static")),
         ("strace", have("strace")),
         ("python3", have("python3")),
         ("git", have("git")),

@@ -18,8 +18,10 @@ use super::{Feed, Options, Quit};
 
 /// Sparkline samples kept (Stats arrive every ~200 ms: 24 s of history).
 const RATE_SAMPLES: usize = 120;
-/// Seconds of log time kept in the per-second histogram (used when there are no Stats).
-const HIST_SECONDS: usize = 86_400;
+/// Buckets of the records-over-log-time histogram (the rate when there are no Stats, as in
+/// replay); when full, pairs are merged and the bucket doubles.
+const HIST_BUCKETS: usize = 1024;
+const HIST_FIRST_BUCKET_NS: i64 = 100_000_000;
 /// Alert lines kept for the gaps of the probe (each gap is one alert).
 const GAP_ALERTS_MAX: usize = 16;
 
@@ -70,7 +72,7 @@ pub(crate) enum Move {
 pub(crate) enum Action {
     /// Leave the TUI.
     Quit(Quit),
-    /// q: quit, or ask first when the agent still runs.
+    /// q while the agent still runs: ask before quitting.
     AskQuit,
     CancelQuit,
     ShowView(View),
@@ -280,6 +282,7 @@ pub(crate) struct App {
     end_lost: u64,
     rate: VecDeque<u64>,
     hist: Vec<u64>,
+    hist_bucket_ns: i64,
     lost_alerted: bool,
 
     pub procs: Processes,
@@ -326,6 +329,7 @@ impl App {
             end_lost: 0,
             rate: VecDeque::new(),
             hist: Vec::new(),
+            hist_bucket_ns: HIST_FIRST_BUCKET_NS,
             lost_alerted: false,
             procs: Processes::default(),
             files: Rows::new(LIST_CAP),
@@ -400,13 +404,7 @@ impl App {
         if let Some(at) = at {
             let first = *self.first_at.get_or_insert(at);
             self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
-            let sec = usize::try_from((at - first) / 1_000_000_000).unwrap_or(0);
-            if sec < HIST_SECONDS {
-                if self.hist.len() <= sec {
-                    self.hist.resize(sec + 1, 0);
-                }
-                self.hist[sec] += 1;
-            }
+            self.count_in_histogram((at - first).max(0));
         }
         self.records += 1;
         let pid = pid_field(&v, "pid");
@@ -547,6 +545,19 @@ impl App {
         });
     }
 
+    fn count_in_histogram(&mut self, since_first_ns: i64) {
+        let mut i = (since_first_ns / self.hist_bucket_ns) as usize;
+        while i >= HIST_BUCKETS {
+            self.hist = self.hist.chunks(2).map(|c| c.iter().sum()).collect();
+            self.hist_bucket_ns *= 2;
+            i = (since_first_ns / self.hist_bucket_ns) as usize;
+        }
+        if self.hist.len() <= i {
+            self.hist.resize(i + 1, 0);
+        }
+        self.hist[i] += 1;
+    }
+
     fn outside(
         &mut self,
         at: Option<i64>,
@@ -583,16 +594,20 @@ impl App {
         self.first_at
     }
 
-    fn elapsed_ns(&self) -> Option<i64> {
-        let first = self.first_at?;
-        let end = if self.options.replay {
-            self.end_at.or(self.last_at)?
+    /// The time "now" means for durations: the wall clock while live, the end once ended.
+    pub(crate) fn clock_end(&self) -> i64 {
+        if self.options.replay {
+            self.end_at.or(self.last_at).unwrap_or(self.now_ns)
         } else if self.ended.is_some() {
             self.end_at.or(self.ended_now).unwrap_or(self.now_ns)
         } else {
             self.now_ns
-        };
-        Some((end - first).max(0))
+        }
+    }
+
+    fn elapsed_ns(&self) -> Option<i64> {
+        let first = self.first_at?;
+        Some((self.clock_end() - first).max(0))
     }
 
     pub(crate) fn header_info(&self) -> HeaderInfo {
@@ -752,9 +767,15 @@ impl App {
                 .order
                 .get(key as usize)
                 .is_some_and(|&(i, _)| self.procs.procs[i as usize].search_matches(needle)),
-            View::Files => self.files.get(key).is_some_and(|r| r.search_matches(needle)),
+            View::Files => self
+                .files
+                .get(key)
+                .is_some_and(|r| r.search_matches(needle)),
             View::Network => self.net.get(key).is_some_and(|r| r.search_matches(needle)),
-            View::Alerts => self.alerts.get(key).is_some_and(|r| r.search_matches(needle)),
+            View::Alerts => self
+                .alerts
+                .get(key)
+                .is_some_and(|r| r.search_matches(needle)),
             View::Log => self.log.get(key).is_some_and(|r| r.search_matches(needle)),
         }
     }
@@ -796,17 +817,12 @@ impl App {
                 matches.push_back(key);
             }
         }
-        let n = matches.len();
         self.views[view.index()].filter = Some(Filter {
             pattern,
             needle,
             matches,
             scanned: end,
         });
-        self.status = Some(format!(
-            "{n} match{}",
-            if n == 1 { "" } else { "es" }
-        ));
     }
 
     fn move_sel(&mut self, view: View, mv: Move) {
@@ -901,8 +917,13 @@ impl App {
                 _ => Action::Noop,
             };
         }
+        let quit = if self.agent_may_run() {
+            Action::AskQuit
+        } else {
+            Action::Quit(Quit::Normal)
+        };
         if ctrl && key.code == KeyCode::Char('c') {
-            return Action::AskQuit;
+            return quit;
         }
         if self.help {
             return match key.code {
@@ -933,13 +954,11 @@ impl App {
             };
         }
         match key.code {
-            KeyCode::Char('q') => Action::AskQuit,
+            KeyCode::Char('q') => quit,
             KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
             KeyCode::Tab => Action::NextView,
             KeyCode::BackTab => Action::PrevView,
-            KeyCode::Char(c @ '1'..='5') => {
-                Action::ShowView(View::ALL[(c as u8 - b'1') as usize])
-            }
+            KeyCode::Char(c @ '1'..='5') => Action::ShowView(View::ALL[(c as u8 - b'1') as usize]),
             KeyCode::Up | KeyCode::Char('k') => Action::Move(Move::Up),
             KeyCode::Down | KeyCode::Char('j') => Action::Move(Move::Down),
             KeyCode::PageUp => Action::Move(Move::PageUp),
@@ -968,10 +987,9 @@ impl App {
         }
         let view = self.view;
         match action {
-            Action::Quit(_) | Action::ToAgent(_) | Action::Noop => {}
-            Action::AskQuit => {
-                self.confirm_quit = self.agent_may_run();
-            }
+            Action::Quit(_) => self.confirm_quit = false,
+            Action::ToAgent(_) | Action::Noop => {}
+            Action::AskQuit => self.confirm_quit = true,
             Action::CancelQuit => self.confirm_quit = false,
             Action::ShowView(v) => self.view = v,
             Action::NextView => self.view = View::ALL[(view.index() + 1) % 5],
@@ -992,10 +1010,7 @@ impl App {
             Action::ToggleFollow => {
                 let vs = &mut self.views[view.index()];
                 vs.follow = !vs.follow;
-                self.status = Some(format!(
-                    "follow {}",
-                    if vs.follow { "on" } else { "off" }
-                ));
+                self.status = Some(format!("follow {}", if vs.follow { "on" } else { "off" }));
             }
             Action::TogglePause => {
                 if self.paused.take().is_some() {
@@ -1150,7 +1165,10 @@ impl App {
                     record_lines(raw, first, &mut lines);
                 }
                 if p.records_dropped > 0 {
-                    lines.push(format!("({} more records in the Log view)", p.records_dropped));
+                    lines.push(format!(
+                        "({} more records in the Log view)",
+                        p.records_dropped
+                    ));
                 }
                 Some(Details {
                     title: format!("process {}", p.pid),
@@ -1203,7 +1221,9 @@ impl App {
                 Some(Details {
                     title: format!(
                         "record {}",
-                        r.seq.map(|s| s.to_string()).unwrap_or_else(|| r.kind.clone())
+                        r.seq
+                            .map(|s| s.to_string())
+                            .unwrap_or_else(|| r.kind.clone())
                     ),
                     lines,
                     scroll: 0,
@@ -1256,7 +1276,12 @@ pub(crate) fn offset_text(at: Option<i64>, first: Option<i64>) -> String {
     if ms < 60_000 {
         format!("+{}.{:03}s", ms / 1000, ms % 1000)
     } else {
-        format!("+{}m{:02}.{}s", ms / 60_000, (ms / 1000) % 60, (ms % 1000) / 100)
+        format!(
+            "+{}m{:02}.{}s",
+            ms / 60_000,
+            (ms / 1000) % 60,
+            (ms % 1000) / 100
+        )
     }
 }
 
@@ -1282,7 +1307,12 @@ fn record_lines(raw: &str, first: Option<i64>, out: &mut Vec<String>) {
     out.push(format!("── {kind}{seq}{when} ──"));
     let mut fields = vec![];
     flatten_fields(&v, "", &mut fields);
-    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0).min(24);
+    let width = fields
+        .iter()
+        .map(|(k, _)| k.len())
+        .max()
+        .unwrap_or(0)
+        .min(24);
     for (k, val) in fields {
         if k == "kind" {
             continue;

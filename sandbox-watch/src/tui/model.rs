@@ -87,8 +87,7 @@ pub(crate) fn parse_rfc3339_ns(s: &str) -> Option<i64> {
     };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60
-    {
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
         return None;
     }
     let mut i = 19;
@@ -149,9 +148,8 @@ pub(crate) fn join_argv(v: Option<&Value>) -> String {
             _ => "?",
         };
         let plain = !s.is_empty()
-            && s.bytes().all(|c| {
-                c.is_ascii_alphanumeric() || b"-_./=:,+@%^~".contains(&c) || c >= 0x80
-            });
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_./=:,+@%^~".contains(&c) || c >= 0x80);
         if plain {
             out.push_str(s);
         } else {
@@ -229,6 +227,7 @@ impl<T> Rows<T> {
         self.items.get(usize::try_from(i).ok()?)
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
@@ -458,7 +457,10 @@ impl FileRow {
 
     pub(crate) fn search_matches(&self, pat: &str) -> bool {
         contains_ci(&self.path, pat)
-            || self.new_path.as_deref().is_some_and(|p| contains_ci(p, pat))
+            || self
+                .new_path
+                .as_deref()
+                .is_some_and(|p| contains_ci(p, pat))
             || contains_ci(&self.op, pat)
             || contains_ci(&self.fs, pat)
             || self.pid.is_some_and(|p| contains_ci(&p.to_string(), pat))
@@ -635,7 +637,9 @@ impl LogRow {
 /// One line saying what a record is, for the Log view.
 pub(crate) fn summarize(v: &Value) -> String {
     let kind = str_field(v, "kind").unwrap_or("");
-    let pid = pid_field(v, "pid").map(|p| p.to_string()).unwrap_or_default();
+    let pid = pid_field(v, "pid")
+        .map(|p| p.to_string())
+        .unwrap_or_default();
     match kind {
         "start" => {
             let target = v.get("target").map(target_text).unwrap_or_default();
@@ -651,7 +655,9 @@ pub(crate) fn summarize(v: &Value) -> String {
             format!("{target} · file hook {hook} · {gaps} gap(s)")
         }
         "process" | "exec" => {
-            let ppid = pid_field(v, "ppid").map(|p| p.to_string()).unwrap_or_default();
+            let ppid = pid_field(v, "ppid")
+                .map(|p| p.to_string())
+                .unwrap_or_default();
             let verdict = Verdict::of(v);
             let mark = if verdict == Verdict::Outside {
                 "  [OUTSIDE]"
@@ -666,7 +672,9 @@ pub(crate) fn summarize(v: &Value) -> String {
         }
         "fork" => format!(
             "pid {pid} forked from {}",
-            pid_field(v, "ppid").map(|p| p.to_string()).unwrap_or_default()
+            pid_field(v, "ppid")
+                .map(|p| p.to_string())
+                .unwrap_or_default()
         ),
         "exit" => match (i64_field(v, "exit_code"), i64_field(v, "signal")) {
             (_, Some(sig)) => format!("pid {pid} killed by {}", signal_name(sig)),
@@ -693,7 +701,9 @@ pub(crate) fn summarize(v: &Value) -> String {
             "pid {pid} {} {} failed ({})",
             str_field(v, "op").unwrap_or(""),
             str_field(v, "path").unwrap_or(""),
-            i64_field(v, "result").map(|r| r.to_string()).unwrap_or_default()
+            i64_field(v, "result")
+                .map(|r| r.to_string())
+                .unwrap_or_default()
         ),
         "net" => {
             let r = NetRow::from_record(v, &Arc::from(""));
@@ -707,8 +717,12 @@ pub(crate) fn summarize(v: &Value) -> String {
         "end" => {
             let by = str_field(v, "ended_by").unwrap_or("?");
             let verdict = str_field(v, "verdict").unwrap_or("?");
-            let events = u64_field(v, "events").map(|n| n.to_string()).unwrap_or_default();
-            let lost = u64_field(v, "lost").map(|n| n.to_string()).unwrap_or_default();
+            let events = u64_field(v, "events")
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            let lost = u64_field(v, "lost")
+                .map(|n| n.to_string())
+                .unwrap_or_default();
             format!("ended: {by} · verdict {verdict} · {events} events, {lost} lost")
         }
         _ => {

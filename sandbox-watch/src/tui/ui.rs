@@ -85,10 +85,7 @@ impl Theme {
     }
 
     fn column_header(self) -> Style {
-        self.pick(
-            Style::new().fg(Color::Cyan).bold(),
-            Style::new().bold(),
-        )
+        self.pick(Style::new().fg(Color::Cyan).bold(), Style::new().bold())
     }
 
     fn badge(self) -> Style {
@@ -128,9 +125,8 @@ pub(crate) fn draw(frame: &mut Frame, app: &mut App) {
                     .areas(body);
             (l, p)
         } else {
-            let [l, p] =
-                Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
-                    .areas(body);
+            let [l, p] = Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
+                .areas(body);
             (l, p)
         };
         draw_agent(frame, pane, app, theme);
@@ -209,35 +205,12 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, them
     let spark_w = if rows[1].width >= 100 { 24 } else { 10 };
     let [left, spark] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(spark_w)]).areas(rows[1]);
-    let sep = || Span::styled(" │ ", theme.dim());
-    let mut l2 = vec![Span::raw(" agent "), Span::raw(info.netns.clone()), sep()];
-    let hook = if info.hook.is_empty() { "?" } else { &info.hook };
-    l2.push(Span::raw(format!("hook {hook}")));
-    if info.gaps > 0 {
-        l2.push(Span::styled(
-            format!(" ⚠ {} gap{}", info.gaps, if info.gaps == 1 { "" } else { "s" }),
-            theme.warn(),
-        ));
-    }
-    l2.push(sep());
-    l2.push(Span::raw(
-        info.elapsed_ns.map(clock_text).unwrap_or_else(|| "-:--:--".into()),
-    ));
-    l2.push(sep());
-    l2.push(Span::raw(format!("{} ev", info.events)));
-    if let Some(r) = info.rate_per_s {
-        l2.push(Span::raw(format!(" {r}/s")));
-    }
-    l2.push(sep());
-    l2.push(Span::styled(
-        format!("lost {}", info.lost),
-        if info.lost > 0 {
-            theme.bad()
-        } else {
-            Style::new()
-        },
-    ));
-    frame.render_widget(Line::from(l2), left);
+    // The widest wording that fits.
+    let l2 = (0..3)
+        .map(|level| facts_line(info, level, theme))
+        .find(|l| l.width() <= left.width as usize)
+        .unwrap_or_else(|| facts_line(info, 2, theme));
+    frame.render_widget(l2, left);
     let w = spark.width.saturating_sub(1) as usize;
     let data = if info.rate_per_s.is_some() {
         info.rate[info.rate.len().saturating_sub(w)..].to_vec()
@@ -249,10 +222,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, them
         width: spark.width.saturating_sub(1),
         ..spark
     };
-    frame.render_widget(
-        Sparkline::default().data(&data).style(theme.good()),
-        spark,
-    );
+    frame.render_widget(Sparkline::default().data(&data).style(theme.good()), spark);
 
     // Line 3: why OUTSIDE (or that nothing left), and the agent pane's key.
     let hint = match &app.agent {
@@ -287,6 +257,67 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, them
     };
     frame.render_widget(l3, left);
     frame.render_widget(hint.right_aligned(), right);
+}
+
+/// Header line 2: the agent's namespace, the file hook, elapsed time, lost and events;
+/// `level` 0 is the most explicit wording, 2 the most compact.
+fn facts_line(info: &HeaderInfo, level: u8, theme: Theme) -> Line<'static> {
+    let sep = || Span::styled(" │ ", theme.dim());
+    let mut l = vec![];
+    let netns = match level {
+        0 => format!(" agent {}", info.netns),
+        1 => format!(" agent {}", info.netns.trim_end_matches(" (first exec)")),
+        _ => format!(" {}", info.netns.trim_end_matches(" (first exec)")),
+    };
+    l.push(Span::raw(netns));
+    l.push(sep());
+    let hook = if info.hook.is_empty() {
+        "?"
+    } else {
+        &info.hook
+    };
+    l.push(Span::raw(match level {
+        0 => format!("file hook {hook}"),
+        1 => format!("hook {hook}"),
+        _ => hook.to_string(),
+    }));
+    if info.gaps > 0 {
+        let plural = if info.gaps == 1 { "" } else { "s" };
+        l.push(Span::styled(
+            match level {
+                2 => format!(" ⚠{} gap{plural}", info.gaps),
+                _ => format!(" ⚠ {} gap{plural}", info.gaps),
+            },
+            theme.warn(),
+        ));
+    }
+    l.push(sep());
+    let clock = info
+        .elapsed_ns
+        .map(clock_text)
+        .unwrap_or_else(|| "-:--:--".into());
+    l.push(Span::raw(if level == 0 {
+        format!("elapsed {clock}")
+    } else {
+        clock
+    }));
+    l.push(sep());
+    l.push(Span::styled(
+        format!("lost {}", info.lost),
+        if info.lost > 0 {
+            theme.bad()
+        } else {
+            Style::new()
+        },
+    ));
+    l.push(sep());
+    l.push(Span::raw(match (level, info.rate_per_s) {
+        (2, Some(r)) => format!("{} ev {r}/s", info.events),
+        (_, Some(r)) => format!("{} events {r}/s", info.events),
+        (2, None) => format!("{} ev", info.events),
+        (_, None) => format!("{} events", info.events),
+    }));
+    Line::from(l)
 }
 
 fn draw_tabs(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, theme: Theme) {
@@ -401,7 +432,8 @@ fn draw_list(frame: &mut Frame, area: Rect, app: &mut App, theme: Theme) {
         ..area
     };
     let flex = flex_width(view, table_area.width);
-    let now = app.now_ns;
+    // Running processes are timed to now, or to the end of the capture.
+    let now = app.clock_end();
     let rows: Vec<Row> = {
         let app: &App = app;
         let vis = app.visible(view);
@@ -421,17 +453,16 @@ fn draw_list(frame: &mut Frame, area: Rect, app: &mut App, theme: Theme) {
 
     let cols = columns(view);
     let header = Row::new(cols.names.iter().map(|n| Cell::from(*n))).style(theme.column_header());
-    let table = Table::new(rows, cols.widths).header(header).column_spacing(1);
+    let table = Table::new(rows, cols.widths)
+        .header(header)
+        .column_spacing(1);
     frame.render_widget(table, table_area);
 
     if len == 0 {
         let msg = empty_message(app, view);
         let y = area.y + 1 + (height as u16).saturating_sub(1) / 2;
         let r = Rect::new(area.x, y.min(area.bottom() - 1), area.width, 1);
-        frame.render_widget(
-            Line::from(Span::styled(msg, theme.dim())).centered(),
-            r,
-        );
+        frame.render_widget(Line::from(Span::styled(msg, theme.dim())).centered(), r);
     }
     if scrollbar {
         let mut state = ScrollbarState::new(len.saturating_sub(height) + 1).position(offset);
@@ -443,7 +474,9 @@ fn draw_list(frame: &mut Frame, area: Rect, app: &mut App, theme: Theme) {
         frame.render_stateful_widget(
             Scrollbar::new(ScrollbarOrientation::VerticalRight)
                 .begin_symbol(None)
-                .end_symbol(None),
+                .end_symbol(None)
+                .track_symbol(Some("│"))
+                .track_style(theme.dim()),
             sb_area,
             &mut state,
         );
@@ -501,17 +534,11 @@ fn build_row(
                 (None, None) if app.ended.is_some() => ("● left".to_string(), theme.warn()),
                 (None, None) => ("● run".to_string(), theme.good()),
             };
-            let end = p.ended_ns.or_else(|| {
-                if app.ended.is_some() || app.options.replay {
-                    None
-                } else {
-                    Some(now)
-                }
-            });
-            let time = match (p.started_ns, end) {
-                (Some(s), Some(e)) => duration_text(e - s),
-                _ => String::new(),
-            };
+            let end = p.ended_ns.unwrap_or(now);
+            let time = p
+                .started_ns
+                .map(|s| duration_text(end - s))
+                .unwrap_or_default();
             let verdict = if p.launcher {
                 Span::styled("launcher", theme.dim())
             } else {
@@ -572,11 +599,14 @@ fn build_row(
         }
         View::Network => {
             let r = app.net.get(key)?;
-            let result = if r.listening_at_end {
+            let mut result = if r.listening_at_end {
                 "listening".to_string()
             } else {
                 r.result.clone()
             };
+            if r.count > 1 {
+                result.push_str(&format!(" ×{}", r.count));
+            }
             let verdict = match r.verdict {
                 Verdict::Outside => Span::styled("OUTSIDE", theme.bad()),
                 Verdict::Inside => Span::styled("inside", theme.dim()),
@@ -672,16 +702,11 @@ fn tree_prefix(app: &App, idx: usize, depth: u16) -> String {
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     if let Some(p) = &app.prompt {
-        let line = Line::from(vec![
-            Span::styled("/", theme.key()),
-            Span::raw(p.clone()),
-        ]);
-        let hint = Line::from(Span::styled(
-            " Enter apply · Esc clear ",
-            theme.dim(),
-        ));
-        let [l, r] = Layout::horizontal([Constraint::Min(0), Constraint::Length(hint.width() as u16)])
-            .areas(area);
+        let line = Line::from(vec![Span::styled("/", theme.key()), Span::raw(p.clone())]);
+        let hint = Line::from(Span::styled(" Enter apply · Esc clear ", theme.dim()));
+        let [l, r] =
+            Layout::horizontal([Constraint::Min(0), Constraint::Length(hint.width() as u16)])
+                .areas(area);
         frame.render_widget(line, l);
         frame.render_widget(hint, r);
         let x = (l.x + 1 + p.chars().count() as u16).min(l.right().saturating_sub(1));
@@ -706,8 +731,14 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     }
     if let Some(f) = &vs.filter {
         let n = app.visible(app.view).len;
-        left.push(Span::styled(format!("filter \"{}\" ", f.pattern), theme.key()));
-        left.push(Span::raw(format!("{n} rows ")));
+        left.push(Span::styled(
+            format!("filter \"{}\" ", f.pattern),
+            theme.key(),
+        ));
+        left.push(Span::raw(format!(
+            "{n} row{} ",
+            if n == 1 { "" } else { "s" }
+        )));
     }
     if let Some(s) = &app.status {
         left.push(Span::styled(format!("· {s}"), theme.warn()));
@@ -721,16 +752,20 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         ("f", "follow"),
         ("p", "pause"),
     ];
-    let mut right = vec![];
-    for (k, what) in hints {
-        right.push(Span::styled(*k, theme.key()));
-        right.push(Span::raw(format!(" {what}  ")));
-    }
-    let mut right = Line::from(right);
+    // As many key hints as fit beside the left part.
     let room = area.width as usize - left.width().min(area.width as usize);
-    if right.width() > room {
-        right = Line::default();
-    }
+    let right = (0..=hints.len())
+        .rev()
+        .map(|n| {
+            let mut spans = vec![];
+            for (k, what) in &hints[..n] {
+                spans.push(Span::styled(*k, theme.key()));
+                spans.push(Span::raw(format!(" {what}  ")));
+            }
+            Line::from(spans)
+        })
+        .find(|l| l.width() < room)
+        .unwrap_or_default();
     let rw = right.width() as u16;
     let [l, r] = Layout::horizontal([Constraint::Min(0), Constraint::Length(rw)]).areas(area);
     frame.render_widget(left, l);
@@ -855,7 +890,11 @@ const HELP: &[(&str, &str)] = &[
 ];
 
 fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let key_w = HELP.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    let key_w = HELP
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut lines: Vec<Line> = HELP
         .iter()
         .filter(|(k, _)| app.agent.is_some() || !k.starts_with("Ctrl-]"))
@@ -890,7 +929,11 @@ fn draw_details(frame: &mut Frame, area: Rect, app: &mut App, theme: Theme) {
     let Some(d) = &mut app.details else {
         return;
     };
-    let rect = popup(area, area.width.saturating_sub(4), area.height.saturating_sub(2));
+    let rect = popup(
+        area,
+        area.width.saturating_sub(4),
+        area.height.saturating_sub(2),
+    );
     frame.render_widget(Clear, rect);
     let block = Block::bordered()
         .title(Span::styled(format!(" {} ", d.title), theme.title()))
@@ -923,7 +966,9 @@ fn draw_details(frame: &mut Frame, area: Rect, app: &mut App, theme: Theme) {
         frame.render_stateful_widget(
             Scrollbar::new(ScrollbarOrientation::VerticalRight)
                 .begin_symbol(None)
-                .end_symbol(None),
+                .end_symbol(None)
+                .track_symbol(Some("│"))
+                .track_style(theme.dim()),
             inner,
             &mut state,
         );
@@ -942,10 +987,7 @@ fn draw_confirm_quit(frame: &mut Frame, area: Rect, theme: Theme) {
             Span::styled("  n ", theme.key()),
             Span::raw(" quit and stop it"),
         ]),
-        Line::from(vec![
-            Span::styled("  Esc ", theme.key()),
-            Span::raw("stay"),
-        ]),
+        Line::from(vec![Span::styled("  Esc ", theme.key()), Span::raw("stay")]),
     ];
     let width = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 2;
     let rect = popup(area, width, lines.len() as u16 + 2);
@@ -1008,7 +1050,13 @@ pub(crate) fn wrap(s: &str, width: usize) -> Vec<String> {
         {
             end = start + sp + 1;
         }
-        out.push(chars[start..end].iter().collect::<String>().trim_end().to_string());
+        out.push(
+            chars[start..end]
+                .iter()
+                .collect::<String>()
+                .trim_end()
+                .to_string(),
+        );
         start = end;
     }
     out
