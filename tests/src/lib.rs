@@ -141,3 +141,18 @@ pub fn own_netns() -> u64 {
 pub fn sh(script: &str) -> Vec<String> {
     vec!["sh".into(), "-c".into(), script.into()]
 }
+
+/// The filesystem magic of the filesystem holding `path`, as the report writes it ("0xef53"):
+/// what the kernel's own statfs says, to compare with what the probe read from the file.
+pub fn fs_magic(path: &std::path::Path) -> String {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a zeroed statfs to fill.
+    assert_eq!(
+        unsafe { libc::statfs(c.as_ptr(), &mut st) },
+        0,
+        "statfs {}",
+        path.display()
+    );
+    format!("{:#x}", st.f_type as u32)
+}

@@ -2,7 +2,7 @@
 //! ([`App::action_for_key`]); captured records are ingested ([`App::ingest`]); drawing lives in
 //! `ui.rs` and only reads this (plus scroll offsets and the page height it measures).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU16;
 use std::sync::Arc;
 
@@ -24,6 +24,10 @@ const HIST_BUCKETS: usize = 1024;
 const HIST_FIRST_BUCKET_NS: i64 = 100_000_000;
 /// Alert lines kept for the gaps of the probe (each gap is one alert).
 const GAP_ALERTS_MAX: usize = 16;
+/// How far back a `net_result` looks for its connect.
+const NET_RESULT_LOOKBACK: u64 = 4096;
+/// Later records kept per network row.
+const NET_LATER_CAP: usize = 4;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum View {
@@ -287,6 +291,8 @@ pub(crate) struct App {
 
     pub procs: Processes,
     pub files: Rows<FileRow>,
+    /// (pid, dev, ino) → the id of its newest file row, for `file_count` records.
+    file_index: HashMap<(u32, String, u64), u64>,
     pub net: Rows<NetRow>,
     pub alerts: Rows<Alert>,
     pub log: Rows<LogRow>,
@@ -333,6 +339,7 @@ impl App {
             lost_alerted: false,
             procs: Processes::default(),
             files: Rows::new(LIST_CAP),
+            file_index: HashMap::new(),
             net: Rows::new(LIST_CAP),
             alerts: Rows::new(LIST_CAP),
             log: Rows::new(LIST_CAP),
@@ -492,6 +499,12 @@ impl App {
                         raw: Some(raw.clone()),
                     });
                 }
+                if let Some(key) = file_key(&v) {
+                    if self.file_index.len() >= 2 * LIST_CAP {
+                        self.file_index.clear();
+                    }
+                    self.file_index.insert(key, self.files.end());
+                }
                 self.files.push(row);
             }
             "net" => {
@@ -507,6 +520,35 @@ impl App {
                     self.outside(at, AlertKind::Network, pid, summary, &raw);
                 }
                 self.net.push(row);
+            }
+            "net_result" => {
+                // The outcome of a connect logged as in progress: update the newest match.
+                let end = self.net.end();
+                let lo = end
+                    .saturating_sub(NET_RESULT_LOOKBACK)
+                    .max(self.net.first());
+                if let Some(id) = (lo..end)
+                    .rev()
+                    .find(|&id| self.net.get(id).is_some_and(|r| r.is_result_of(&v)))
+                    && let Some(row) = self.net.get_mut(id)
+                {
+                    if let Some(res) = str_field(&v, "result") {
+                        row.result = res.to_string();
+                    }
+                    if row.later.len() < NET_LATER_CAP {
+                        row.later.push(raw.clone());
+                    }
+                }
+            }
+            "file_count" => {
+                // The final read count of a file (counted in the kernel): update its row.
+                if let Some(key) = file_key(&v)
+                    && let Some(&id) = self.file_index.get(&key)
+                    && let Some(row) = self.files.get_mut(id)
+                    && let Some(n) = u64_field(&v, "count")
+                {
+                    row.count = n;
+                }
             }
             "violation" => {
                 let kind = AlertKind::of_violation(&v);
@@ -524,6 +566,11 @@ impl App {
                 });
             }
             "end" => {
+                if let Some(s) = &mut self.start
+                    && s.agent_netns.is_none()
+                {
+                    s.agent_netns = v.get("agent").and_then(|a| u64_field(a, "netns"));
+                }
                 self.end_at = at;
                 self.end_verdict_outside = str_field(&v, "verdict") == Some("outside");
                 self.end_events = u64_field(&v, "events");
@@ -1190,6 +1237,10 @@ impl App {
                 let r = self.net.get(key)?;
                 let mut lines = self.process_line(r.pid);
                 record_lines(&r.raw, first, &mut lines);
+                for later in &r.later {
+                    lines.push(String::new());
+                    record_lines(later, first, &mut lines);
+                }
                 Some(Details {
                     title: format!("network {} {}", r.op, r.dest),
                     lines,
@@ -1239,6 +1290,15 @@ impl App {
             None => vec![format!("process: pid {pid}"), String::new()],
         }
     }
+}
+
+/// A file record's identity for `file_count`: (pid, dev, ino).
+fn file_key(v: &Value) -> Option<(u32, String, u64)> {
+    let dev = match v.get("dev")? {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Some((pid_field(v, "pid")?, dev, u64_field(v, "ino")?))
 }
 
 fn verb(op: &str) -> &str {

@@ -227,6 +227,11 @@ impl<T> Rows<T> {
         self.items.get(usize::try_from(i).ok()?)
     }
 
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        let i = id.checked_sub(self.first)?;
+        self.items.get_mut(usize::try_from(i).ok()?)
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.items.len()
@@ -473,31 +478,40 @@ pub(crate) struct NetRow {
     pub pid: Option<u32>,
     pub op: String,
     pub proto: String,
-    /// `name (addr:port)` for DNS, `addr:port` otherwise.
+    /// `addr:port`, `[v6]:port`, a unix socket's path, or `name (dns via addr:port)`.
     pub dest: String,
+    /// For matching a later `net_result`.
+    pub addr: Option<String>,
+    pub port: Option<u64>,
     pub result: String,
     pub verdict: Verdict,
     pub listening_at_end: bool,
     pub count: u64,
     pub raw: Arc<str>,
+    /// Later records about this row (`net_result`: the outcome of a connect in progress).
+    pub later: Vec<Arc<str>>,
 }
 
 impl NetRow {
     pub(crate) fn from_record(v: &Value, raw: &Arc<str>) -> Self {
         let addr = match v.get("addr") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => None,
+            Some(other) => Some(other.to_string()),
         };
-        let hostport = match u64_field(v, "port") {
-            Some(port) if addr.contains(':') => format!("[{addr}]:{port}"),
-            Some(port) => format!("{addr}:{port}"),
-            None => addr,
+        let port = u64_field(v, "port");
+        let hostport = match (&addr, port) {
+            (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+            (Some(a), Some(p)) => format!("{a}:{p}"),
+            (Some(a), None) => a.clone(),
+            (None, Some(p)) => format!(":{p}"),
+            (None, None) => String::new(),
         };
-        let dest = match str_field(v, "name") {
-            Some(name) if hostport.is_empty() => name.to_string(),
-            Some(name) => format!("{name} ({hostport})"),
-            None => hostport,
+        let dest = match (str_field(v, "path"), str_field(v, "name")) {
+            (Some(path), _) => path.to_string(),
+            (None, Some(name)) if hostport.is_empty() => name.to_string(),
+            (None, Some(name)) => format!("{name} (dns via {hostport})"),
+            (None, None) => hostport,
         };
         let result = match v.get("result") {
             Some(Value::String(s)) => s.clone(),
@@ -509,16 +523,29 @@ impl NetRow {
             op: str_field(v, "op").unwrap_or("").to_string(),
             proto: str_field(v, "proto").unwrap_or("").to_string(),
             dest,
+            addr,
+            port,
             result,
             verdict: Verdict::of(v),
             listening_at_end: bool_field(v, "listening_at_end"),
             count: u64_field(v, "count").unwrap_or(1),
             raw: raw.clone(),
+            later: Vec::new(),
         }
     }
 
+    /// Refused, or failed with an error (not ok, still in progress, or sent).
     pub(crate) fn refused(&self) -> bool {
-        !self.result.is_empty() && self.result != "ok"
+        !matches!(self.result.as_str(), "" | "ok" | "in_progress" | "sent")
+    }
+
+    /// Whether a `net_result` record is about this row.
+    pub(crate) fn is_result_of(&self, v: &Value) -> bool {
+        let addr = v.get("addr").and_then(Value::as_str);
+        self.op == "connect"
+            && self.pid == pid_field(v, "pid")
+            && self.addr.as_deref() == addr
+            && self.port == u64_field(v, "port")
     }
 
     pub(crate) fn search_matches(&self, pat: &str) -> bool {
@@ -581,7 +608,9 @@ impl AlertKind {
             }
         }
         let summary = str_field(v, "summary").unwrap_or("");
-        if summary.contains(" credential ") {
+        if summary.contains("--allow-net") {
+            AlertKind::Network
+        } else if summary.contains(" credential ") {
             AlertKind::Credential
         } else if summary.contains("net namespace") || summary.contains("outside") {
             AlertKind::Outside
@@ -713,6 +742,17 @@ pub(crate) fn summarize(v: &Value) -> String {
             }
             s
         }
+        "net_result" => {
+            let r = NetRow::from_record(v, &Arc::from(""));
+            format!("pid {pid} connect {} → {}", r.dest, r.result)
+        }
+        "file_count" => format!(
+            "pid {pid} read {} {} times in all",
+            str_field(v, "path").unwrap_or(""),
+            u64_field(v, "count")
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ),
         "violation" => str_field(v, "summary").unwrap_or("").to_string(),
         "end" => {
             let by = str_field(v, "ended_by").unwrap_or("?");
@@ -754,8 +794,13 @@ pub(crate) fn target_text(t: &Value) -> String {
     if let Some(pid) = pid_field(t, "pid") {
         parts.push(format!("pid {pid}"));
     }
-    if let Some(c) = str_field(t, "container") {
-        parts.push(format!("container {c}"));
+    match t.get("container") {
+        Some(Value::String(c)) => parts.push(format!("container {c}")),
+        Some(c @ Value::Object(_)) => {
+            let id = str_field(c, "id").unwrap_or("?");
+            parts.push(format!("container {}", id.get(..12).unwrap_or(id)));
+        }
+        _ => {}
     }
     parts.join(" ")
 }

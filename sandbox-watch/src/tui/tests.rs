@@ -853,3 +853,94 @@ fn run_and_replay_futures_are_send() {
     let replay = super::replay(vec![], Options::default());
     is_send(&replay);
 }
+
+#[test]
+fn later_records_update_their_rows() {
+    let mut app = live_app();
+    app.ingest(Feed::Record(
+        json!({"kind": "net", "pid": 4102, "op": "connect", "proto": "tcp",
+        "addr": "::1", "port": 8001, "result": "in_progress", "verdict": "inside", "count": 1}),
+    ));
+    app.ingest(Feed::Record(
+        json!({"kind": "file", "pid": 4100, "op": "read", "path": "/etc/hosts",
+        "dev": "254:0", "ino": 77, "count": 1}),
+    ));
+    app.ingest(Feed::Record(
+        json!({"kind": "net_result", "pid": 4102, "addr": "::1", "port": 8001,
+        "result": "refused"}),
+    ));
+    app.ingest(Feed::Record(
+        json!({"kind": "file_count", "pid": 4100, "path": "/etc/hosts",
+        "dev": "254:0", "ino": 77, "count": 7}),
+    ));
+    press(&mut app, KeyCode::Char('3'));
+    press(&mut app, KeyCode::End);
+    let s = screen(&mut app, 80, 24);
+    let row = s
+        .lines()
+        .find(|l| l.contains("[::1]:8001"))
+        .expect("the connect row");
+    assert!(row.contains("refused"), "{row}");
+    press(&mut app, KeyCode::Enter);
+    let d = app.details.as_ref().unwrap();
+    assert!(
+        d.lines.iter().any(|l| l.starts_with("── net_result")),
+        "{:?}",
+        d.lines
+    );
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('2'));
+    let s = screen(&mut app, 80, 24);
+    let row = s.lines().find(|l| l.contains("/etc/hosts")).unwrap();
+    assert!(row.contains("×7"), "{row}");
+    press(&mut app, KeyCode::Char('5'));
+    assert!(screen(&mut app, 80, 24).contains("read /etc/hosts 7 times in all"));
+}
+
+#[test]
+fn targets_and_violation_kinds() {
+    let mut app = App::new(Options::default(), false, t0());
+    app.ingest(Feed::Record(
+        json!({"kind": "start", "target": {"mode": "container",
+        "command": [], "pid": null,
+        "container": {"id": "0123456789abcdef0123", "cgroup": "/sys/fs/cgroup/x"}},
+        "agent": {"netns": 4026532001u64}, "probe": {"file_open": "fentry", "gaps": []}}),
+    ));
+    app.ingest(Feed::Record(
+        json!({"kind": "violation", "pid": 3, "at": "2026-11-30T11:24:16Z",
+        "summary": "pid 3 connect 203.0.113.7:443 (ok), not allowed by --allow-net"}),
+    ));
+    app.ingest(Feed::Record(
+        json!({"kind": "violation", "pid": 4, "at": "2026-11-30T11:24:16Z",
+        "summary": "pid 4 connect 203.0.113.7:443 from net namespace 5, not the agent's 6"}),
+    ));
+    let s = screen(&mut app, 120, 36);
+    assert!(s.contains("container container 0123456789ab"), "{s}");
+    assert!(
+        s.contains("agent netns 4026532001 │ file hook fentry │"),
+        "{s}"
+    );
+    assert!(!s.contains("gap"), "{s}");
+    assert!(
+        s.contains("OUTSIDE: pid 4 connect 203.0.113.7:443 from net namespace 5"),
+        "{s}"
+    );
+    press(&mut app, KeyCode::Char('4'));
+    let s = screen(&mut app, 120, 36);
+    let kind_of = |needle: &str| {
+        s.lines()
+            .find(|l| l.starts_with("+0") && l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}: {s}"))
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(kind_of("--allow-net"), "network");
+    assert_eq!(kind_of("from net namespace"), "outside");
+    // Quitting in container mode does not ask.
+    assert_eq!(
+        press(&mut app, KeyCode::Char('q')),
+        Action::Quit(Quit::Normal)
+    );
+}
