@@ -81,6 +81,8 @@ pub struct Ends {
     pub when_empty: bool,
     /// container: end when its cgroup is empty or removed.
     pub container: Option<crate::container::Container>,
+    /// The TUI was quit: end now.
+    pub stop: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 pub struct Capture {
@@ -99,6 +101,8 @@ pub struct Capture {
     pub ocsf: Option<crate::ocsf_out::OcsfWriter>,
     /// For the OCSF device.
     hostname: Option<String>,
+    /// The TUI's feed: every record, stats on each tick, and the end.
+    pub feed: Option<tokio::sync::mpsc::Sender<crate::tui::Feed>>,
     pub clock: Clock,
     pub started_ns: u64,
     pub events: u64,
@@ -129,6 +133,7 @@ impl Capture {
             classifier,
             log,
             ocsf: None,
+            feed: None,
             hostname: nix::unistd::gethostname()
                 .ok()
                 .and_then(|h| h.into_string().ok()),
@@ -148,15 +153,19 @@ impl Capture {
             return;
         };
         let at = self.clock.wall(at_ns);
-        if let Some(ocsf) = self.ocsf.as_mut() {
+        if self.ocsf.is_some() || self.feed.is_some() {
             fields.insert("kind".into(), kind.into());
             fields.insert("at".into(), rfc3339_nanos(at).into());
             let record = Value::Object(fields);
             let host = self.hostname.as_deref();
-            if let Some(event) =
-                crate::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
+            if let Some(ocsf) = self.ocsf.as_mut()
+                && let Some(event) =
+                    crate::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
             {
                 ocsf.push(event);
+            }
+            if let Some(feed) = &self.feed {
+                let _ = feed.try_send(crate::tui::Feed::Record(record.clone()));
             }
             let Value::Object(f) = record else {
                 unreachable!("built as an object")
@@ -193,6 +202,7 @@ impl Capture {
             "agent": { "netns": self.model.agent_netns },
             "allow_net": self.allow_net,
             "version": env!("CARGO_PKG_VERSION"),
+            "schema": crate::replay::LOG_SCHEMA,
         });
         self.write_log(self.started_ns, "start", fields);
         for i in 0..self.model.processes.len() {
@@ -390,6 +400,7 @@ impl Capture {
         let started = tokio::time::Instant::now();
         let mut deadline = ends.duration.map(|d| started + d);
         let mut agent = ends.agent.take();
+        let mut stop = ends.stop.take();
         loop {
             let linger_or_duration = async {
                 match deadline {
@@ -411,6 +422,10 @@ impl Capture {
                 }
                 _ = sigint.recv() => { self.ended_by = "SIGINT".into(); break; }
                 _ = sigterm.recv() => { self.ended_by = "SIGTERM".into(); break; }
+                _ = async { stop.as_mut().unwrap().await }, if stop.is_some() => {
+                    self.ended_by = "the TUI was quit".into();
+                    break;
+                }
                 status = async { agent.as_mut().unwrap().await }, if agent.is_some() => {
                     agent = None;
                     if let Ok(status) = status {
@@ -426,6 +441,10 @@ impl Capture {
                 }
                 _ = tick.tick() => {
                     self.flush();
+                    if let Some(feed) = &self.feed {
+                        let lost = self.probe.lost().iter().sum();
+                        let _ = feed.try_send(crate::tui::Feed::Stats { events: self.events, lost });
+                    }
                     if ends.when_empty && self.model.live_count() == 0 {
                         self.ended_by = "no traced process is left".into();
                         break;
@@ -517,8 +536,9 @@ impl Capture {
         for fields in counts {
             self.write_log(end_ns, "file_count", fields);
         }
+        // `kind` names the record in the log: the violation's own kind is `violation` there.
         for v in &report.violations {
-            let fields = serde_json::to_value(v).unwrap_or(Value::Null);
+            let fields = json!({ "violation": v.kind, "pid": v.pid, "summary": v.summary });
             self.write_log(end_ns, "violation", fields);
         }
         let end_fields = json!({

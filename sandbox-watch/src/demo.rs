@@ -46,13 +46,13 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<u8> {
         .status()?;
     // The capture printed the summary on stderr; say where the rest is.
     if summary.exists() {
-        println!("Summary: {}", summary.display());
-        println!("Report:  {}", report.display());
-        println!(
+        crate::say(&format!("Summary: {}", summary.display()));
+        crate::say(&format!("Report:  {}", report.display()));
+        crate::say(&format!(
             "Log:     {} (check it: sandbox-watch verify {})",
             log.display(),
             log.display()
-        );
+        ));
     }
     Ok(status.code().unwrap_or(1) as u8)
 }

@@ -19,6 +19,7 @@ mod redact;
 mod replay;
 mod report;
 mod target;
+mod tui;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -301,12 +302,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints a line on stdout; a closed pipe (`| head`) is not worth a panic.
+pub fn say(text: &str) {
+    let _ = writeln!(std::io::stdout(), "{text}");
+}
+
 fn verify(log: &Path) -> u8 {
     match evidence::verify(log) {
         Ok(v) => {
             let msg = v.message(&log.display().to_string());
             if v.exit_code() == 0 {
-                println!("{msg}")
+                say(&msg)
             } else {
                 eprintln!("{msg}")
             }
@@ -383,7 +389,10 @@ fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
     };
     let link = std::fs::read_link(&path)
         .map_err(|e| Usage(format!("--agent-netns {spec}: {path}: {e}")))?;
-    target::parse_ns_link(&link.to_string_lossy())
+    let link = link.to_string_lossy();
+    link.starts_with("net:[")
+        .then(|| target::parse_ns_link(&link))
+        .flatten()
         .map(Some)
         .ok_or_else(|| {
             Usage(format!(
@@ -424,8 +433,16 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let mut probe = Probe::load(&probe_options(&args.capture))?;
     let ring = probe.ring()?;
+    let tui = use_tui(&args.capture);
+    let (pane, terminal) = match tui {
+        true => {
+            let (ours, theirs) = target::pseudo_terminal()?;
+            (Some(ours), Some(theirs))
+        }
+        false => (None, None),
+    };
     // No other thread exists yet: the fork is safe.
-    let child = target::fork_gated(&program, &args.command, user)?;
+    let child = target::fork_gated(&program, &args.command, user, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
     let rule = fixed_ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
     let model = Model::new(rule);
@@ -442,7 +459,6 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     capture.policy = policy(&args.capture.allow_net);
     capture.allow_net = args.capture.allow_net.clone();
     capture.ocsf = ocsf;
-    capture.log_start();
     let pid = child.release()?;
 
     let rt = runtime()?;
@@ -458,9 +474,13 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         duration: args.capture.duration.map(Duration::from_secs_f64),
         when_empty: false,
         container: None,
+        stop: None,
     };
-    rt.block_on(capture.watch(ring, ends))?;
-    let report = capture.finish();
+    let screen = tui.then_some(Screen {
+        pane,
+        agent: Some(pid),
+    });
+    let report = drive(&rt, capture, ring, ends, screen)?;
     let agent_code = match (report.exit.code, report.exit.signal) {
         (Some(c), _) => c as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
@@ -517,21 +537,31 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
     capture.policy = policy(&args.capture.allow_net);
     capture.allow_net = args.capture.allow_net.clone();
     capture.ocsf = ocsf;
-    capture.log_start();
     let ends = Ends {
         agent: None,
         linger: Duration::ZERO,
         duration: args.capture.duration.map(Duration::from_secs_f64),
         when_empty: true,
         container: None,
+        stop: None,
     };
-    runtime()?.block_on(capture.watch(ring, ends))?;
-    let report = capture.finish();
+    let screen = use_tui(&args.capture).then_some(Screen {
+        pane: None,
+        agent: None,
+    });
+    let report = drive(&runtime()?, capture, ring, ends, screen)?;
     conclude(&(&args.capture).into(), &report, 0)
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
     let replayed = replay::load(&args.log)?;
+    let tui = {
+        use std::io::IsTerminal as _;
+        !args.headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
+    };
+    if tui {
+        runtime()?.block_on(tui::replay(replayed.records.clone(), tui_options(true)))?;
+    }
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
     let outputs = Outputs {
         report: args.report.clone(),
@@ -585,17 +615,81 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
     capture.policy = policy(&args.capture.allow_net);
     capture.allow_net = args.capture.allow_net.clone();
     capture.ocsf = ocsf;
-    capture.log_start();
     let ends = Ends {
         agent: None,
         linger: Duration::ZERO,
         duration: args.capture.duration.map(Duration::from_secs_f64),
         when_empty: false,
         container: Some(c),
+        stop: None,
     };
-    runtime()?.block_on(capture.watch(ring, ends))?;
-    let report = capture.finish();
+    let screen = use_tui(&args.capture).then_some(Screen {
+        pane: None,
+        agent: None,
+    });
+    let report = drive(&runtime()?, capture, ring, ends, screen)?;
     conclude(&(&args.capture).into(), &report, 0)
+}
+
+/// The TUI is used unless --headless, or when stdin and stdout are not a terminal.
+fn use_tui(args: &CaptureArgs) -> bool {
+    use std::io::IsTerminal as _;
+    !args.headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
+}
+
+/// What the TUI shows besides the records: the agent's terminal (run mode).
+struct Screen {
+    pane: Option<std::os::fd::OwnedFd>,
+    agent: Option<nix::unistd::Pid>,
+}
+
+fn tui_options(replay: bool) -> tui::Options {
+    tui::Options {
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        replay,
+    }
+}
+
+/// Runs the capture to its end, with the TUI when there is a screen: the TUI gets every
+/// record as it is logged and stays until `q` after the capture ends; quitting it first ends
+/// the capture (and, unless the user chose to leave it running, stops the agent).
+fn drive(
+    rt: &tokio::runtime::Runtime,
+    mut capture: Capture,
+    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    mut ends: Ends,
+    screen: Option<Screen>,
+) -> anyhow::Result<report::Report> {
+    let Some(screen) = screen else {
+        capture.log_start();
+        rt.block_on(capture.watch(ring, ends))?;
+        return Ok(capture.finish());
+    };
+    let (feed, feed_rx) = tokio::sync::mpsc::channel(1 << 16);
+    capture.feed = Some(feed.clone());
+    capture.log_start();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel();
+    ends.stop = Some(stop_rx);
+    rt.block_on(async move {
+        let capturing = async {
+            let watched = capture.watch(ring, ends).await;
+            let report = capture.finish();
+            let reason = capture.ended_by.clone();
+            let _ = feed.send(tui::Feed::Ended { reason }).await;
+            watched.map(|_| report)
+        };
+        let showing = async {
+            let quit = tui::run(feed_rx, tui_options(false), screen.pane).await;
+            if let (Ok(tui::Quit::Normal), Some(agent)) = (&quit, screen.agent) {
+                let _ = nix::sys::signal::killpg(agent, nix::sys::signal::Signal::SIGTERM);
+            }
+            let _ = stop.send(());
+            quit
+        };
+        let (report, quit) = tokio::join!(capturing, showing);
+        quit.map_err(|e| anyhow::anyhow!("the terminal: {e}"))?;
+        report
+    })
 }
 
 /// Where a capture's or a replay's results go.
@@ -634,7 +728,7 @@ fn conclude(args: &Outputs, report: &report::Report, code: u8) -> anyhow::Result
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         f.write_all(summary.as_bytes())?;
     }
-    eprint!("{summary}");
+    let _ = std::io::stderr().write_all(summary.as_bytes());
     let failed: Vec<&report::Violation> = match &args.fail_on {
         Some(kinds) => report
             .violations

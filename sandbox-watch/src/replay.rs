@@ -13,6 +13,9 @@ use crate::netpolicy::{self, Policy};
 use crate::network::NetEntry;
 use crate::report::{self, Agent, Exit, Parts, ProbeInfo, ProcessEntry, Report, Target};
 
+/// The log format this version writes and reads (in the `start` record).
+pub const LOG_SCHEMA: &str = "sandbox-watch/log/1";
+
 /// The report a log describes, and what its hash chain check said.
 pub struct Replayed {
     pub report: Report,
@@ -37,6 +40,22 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
             Ok(v @ Value::Object(_)) => records.push(v),
             _ => break, // a torn last line (verify already said so)
         }
+    }
+    if records.is_empty() {
+        return Err(crate::target::Usage(format!(
+            "{}: no complete record to replay",
+            path.display()
+        ))
+        .into());
+    }
+    if let Some(schema) = records.first().and_then(|r| r["schema"].as_str())
+        && schema != LOG_SCHEMA
+    {
+        return Err(crate::target::Usage(format!(
+            "{}: written in format {schema}, and this sandbox-watch reads {LOG_SCHEMA}; replay it with the version that wrote it (its hash chain can still be checked with `verify`)",
+            path.display()
+        ))
+        .into());
     }
     let report = rebuild(&records);
     Ok(Replayed {
@@ -205,13 +224,13 @@ pub fn rebuild(records: &[Value]) -> Report {
             _ => {}
         }
     }
-    if agent.netns.is_none() {
-        if let Some((pid, netns)) = first_agent_exec {
-            agent = Agent {
-                pid: Some(pid),
-                netns,
-            };
-        }
+    if agent.netns.is_none()
+        && let Some((pid, netns)) = first_agent_exec
+    {
+        agent = Agent {
+            pid: Some(pid),
+            netns,
+        };
     }
     let ended_at = ended_at.unwrap_or_else(|| {
         records

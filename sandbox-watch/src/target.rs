@@ -73,6 +73,19 @@ pub fn agent_user(user: Option<&str>) -> Result<Option<(Uid, Gid)>, Usage> {
     }
 }
 
+/// A pseudo-terminal for the agent: (the monitor's side, the agent's side).
+pub fn pseudo_terminal() -> Result<(OwnedFd, OwnedFd), Usage> {
+    let pty = nix::pty::openpty(None, None)
+        .map_err(|e| Usage(format!("cannot open a pseudo-terminal: {e}")))?;
+    // The agent must not inherit the monitor's side.
+    nix::fcntl::fcntl(
+        &pty.master,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|e| Usage(format!("pseudo-terminal: {e}")))?;
+    Ok((pty.master, pty.slave))
+}
+
 /// A forked child that waits at a gate until its pid is in the traced set, then execs.
 pub struct GatedChild {
     pub pid: Pid,
@@ -86,6 +99,7 @@ pub fn fork_gated(
     program: &Path,
     argv: &[String],
     user: Option<(Uid, Gid)>,
+    terminal: Option<OwnedFd>,
 ) -> Result<GatedChild, Usage> {
     let to_c =
         |s: &str| CString::new(s).map_err(|_| Usage(format!("argument {s:?} contains a NUL byte")));
@@ -112,6 +126,21 @@ pub fn fork_gated(
                     libc::_exit(126);
                 }
             }
+            // With a pseudo-terminal (the TUI's agent pane): a session of its own, the
+            // terminal as controlling terminal and as stdin, stdout and stderr.
+            if let Some(tty) = &terminal {
+                let fd = tty.as_raw_fd();
+                if libc::setsid() < 0
+                    || libc::ioctl(fd, libc::TIOCSCTTY, 0) < 0
+                    || libc::dup2(fd, 0) < 0
+                    || libc::dup2(fd, 1) < 0
+                    || libc::dup2(fd, 2) < 0
+                {
+                    let err = *libc::__errno_location();
+                    libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
+                    libc::_exit(126);
+                }
+            }
             // Rust ignores SIGPIPE; the agent gets the default back.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             if let Some((uid, gid)) = user
@@ -131,6 +160,7 @@ pub fn fork_gated(
         Ok(ForkResult::Parent { child }) => {
             drop(gate_r);
             drop(status_w);
+            drop(terminal);
             Ok(GatedChild {
                 pid: child,
                 gate: gate_w,

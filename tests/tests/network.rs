@@ -12,7 +12,7 @@ fn net(r: &Run) -> Vec<&Value> {
         .collect()
 }
 
-fn find<'a>(r: &'a Run, f: impl Fn(&Value) -> bool) -> Vec<&'a Value> {
+fn find(r: &Run, f: impl Fn(&Value) -> bool) -> Vec<&Value> {
     net(r).into_iter().filter(|n| f(n)).collect()
 }
 

@@ -9,6 +9,8 @@ use std::process::Command;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod vm;
+
 #[derive(Parser)]
 #[command(about = "sandbox-watch project tasks")]
 struct Cli {
@@ -32,6 +34,8 @@ enum Task {
     },
     /// cargo fmt --check and clippy -D warnings on the userspace and the BPF crate.
     Lint,
+    /// Run the kernel tests in target/vm/ under Debian's 6.1 kernel in qemu (the fentry path).
+    VmTest,
 }
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -54,6 +58,7 @@ fn main() -> anyhow::Result<()> {
             test(filter.as_deref())
         }
         Task::Lint => lint(),
+        Task::VmTest => vm::run(),
     }
 }
 
@@ -152,10 +157,11 @@ fn setup() -> anyhow::Result<()> {
             have("bpftool") || Path::new("/usr/sbin/bpftool").exists(),
         ),
         ("runc", have("runc")),
-        ("busybox-static", installed("busybox-static")),
+        ("busybox-static", crate::installed("busybox-static")),
         ("strace", have("strace")),
         ("python3", have("python3")),
         ("git", have("git")),
+        ("tmux", have("tmux")),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)

@@ -628,11 +628,7 @@ impl App {
 
     /// Run mode and the agent may still be running: quitting asks first.
     pub(crate) fn agent_may_run(&self) -> bool {
-        let run_mode = self.agent.is_some()
-            || self
-                .start
-                .as_ref()
-                .is_some_and(|s| s.mode == "run" || s.mode.is_empty());
+        let run_mode = self.agent.is_some() || self.start.as_ref().is_some_and(|s| s.mode == "run");
         run_mode && !self.options.replay && self.ended.is_none()
     }
 

@@ -394,6 +394,8 @@ impl Processes {
             p.ended_ns = Some(end);
         }
         p.add_record(raw);
+        // The argv changed: the tree's filter matches must be looked at again.
+        self.dirty = true;
         Some(i)
     }
 

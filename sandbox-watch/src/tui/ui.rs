@@ -201,28 +201,31 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, them
     frame.render_widget(l1, left);
     frame.render_widget(badges.right_aligned(), right);
 
-    // Line 2: namespace, hook, elapsed, events, lost; the rate sparkline at the right.
-    let spark_w = if rows[1].width >= 100 { 24 } else { 10 };
-    let [left, spark] =
-        Layout::horizontal([Constraint::Min(0), Constraint::Length(spark_w)]).areas(rows[1]);
-    // The widest wording that fits.
+    // Line 2: namespace, hook, elapsed, lost, events, and the rate as a sparkline just after:
+    // the widest wording that leaves room for a sparkline of 6, else the most compact alone.
+    const SPARK_MIN: usize = 6;
+    const SPARK_MAX: usize = 24;
+    let width = rows[1].width as usize;
     let l2 = (0..3)
         .map(|level| facts_line(info, level, theme))
-        .find(|l| l.width() <= left.width as usize)
+        .find(|l| l.width() + 1 + SPARK_MIN <= width)
         .unwrap_or_else(|| facts_line(info, 2, theme));
-    frame.render_widget(l2, left);
-    let w = spark.width.saturating_sub(1) as usize;
-    let data = if info.rate_per_s.is_some() {
-        info.rate[info.rate.len().saturating_sub(w)..].to_vec()
-    } else {
-        compress(&info.rate, w)
-    };
-    let spark = Rect {
-        x: spark.x + 1,
-        width: spark.width.saturating_sub(1),
-        ..spark
-    };
-    frame.render_widget(Sparkline::default().data(&data).style(theme.good()), spark);
+    let used = l2.width() + 1;
+    frame.render_widget(l2, rows[1]);
+    let w = width.saturating_sub(used).min(SPARK_MAX);
+    if w >= SPARK_MIN {
+        let data = if info.rate_per_s.is_some() {
+            info.rate[info.rate.len().saturating_sub(w)..].to_vec()
+        } else {
+            compress(&info.rate, w)
+        };
+        let spark = Rect {
+            x: rows[1].x + used as u16,
+            width: w as u16,
+            ..rows[1]
+        };
+        frame.render_widget(Sparkline::default().data(&data).style(theme.good()), spark);
+    }
 
     // Line 3: why OUTSIDE (or that nothing left), and the agent pane's key.
     let hint = match &app.agent {

@@ -1,0 +1,132 @@
+//! The TUI in a real terminal (tmux): a live capture under `run`, and a replay.
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use integration_tests::*;
+
+struct Tmux(String);
+
+impl Tmux {
+    fn start(name: &str, cols: u16, rows: u16, command: &str) -> Tmux {
+        require_root();
+        let session = format!("{name}-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                &cols.to_string(),
+                "-y",
+                &rows.to_string(),
+            ])
+            .arg(format!("{command}; sleep 60"))
+            .status()
+            .expect("tmux is installed (cargo xtask setup)");
+        assert!(status.success());
+        Tmux(session)
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.0])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &self.0])
+            .args(keys)
+            .status()
+            .unwrap();
+    }
+
+    fn wait_for(&self, text: &str, secs: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} never appeared; the screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn a_live_capture_shows_outside_help_and_quits_with_q() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let me = std::process::id();
+    let t = Tmux::start(
+        "live",
+        120,
+        36,
+        &format!(
+            "{} run --report {} -- unshare -n sh -c 'sleep 1; nsenter --net=/proc/{me}/ns/net /bin/true; sleep 2'",
+            bin().display(),
+            report.display()
+        ),
+    );
+    let s = t.wait_for("OUTSIDE", 20);
+    assert!(s.contains("/bin/true"), "the first reason is named:\n{s}");
+    t.keys(&["?"]);
+    t.wait_for("give the keyboard to the agent", 5);
+    t.keys(&["Escape"]);
+    t.wait_for("capture ended", 20);
+    t.keys(&["q"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !report.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "q did not end the TUI:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["verdict"], "outside");
+}
+
+#[test]
+fn a_tiny_terminal_says_so() {
+    let t = Tmux::start(
+        "tiny",
+        30,
+        8,
+        &format!("{} run -- sleep 3", bin().display()),
+    );
+    t.wait_for("too small", 10);
+    t.keys(&["q"]);
+}
+
+#[test]
+fn replay_opens_the_same_tui_on_a_log() {
+    let r = run(&[], &["sh", "-c", "ls / > /dev/null"]);
+    let t = Tmux::start(
+        "replay",
+        100,
+        30,
+        &format!("{} replay {}", bin().display(), r.log.display()),
+    );
+    let s = t.wait_for("ls /", 10);
+    assert!(s.contains("INSIDE"), "{s}");
+    t.keys(&["q"]);
+}
