@@ -511,6 +511,17 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// Any bytes, and any bytes behind a valid header of each kind: an event or an error.
+        #[test]
+        fn decoding_never_panics(kind in 0u32..10, tail in proptest::collection::vec(proptest::num::u8::ANY, 0..6000)) {
+            let _ = decode(&tail);
+            let mut bytes = header_bytes(kind);
+            bytes.extend_from_slice(&tail);
+            let _ = decode(&bytes);
+        }
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic() {
         // A small deterministic fuzz: random records, and valid headers with random tails.

@@ -66,6 +66,9 @@ pub struct FileEntry {
     pub ino: Option<u64>,
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub path_truncated: bool,
+    /// The open's flags (O_WRONLY|O_CREAT|…; O_RDONLY when none).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flags: Option<String>,
     pub credential: bool,
     pub verified: bool,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -76,6 +79,33 @@ pub struct FileEntry {
     pub sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256_skipped: Option<String>,
+}
+
+/// Open flags as people write them: `O_WRONLY|O_CREAT|O_TRUNC`.
+pub fn open_flags(flags: u32) -> String {
+    const NAMES: &[(u32, &str)] = &[
+        (0o100, "O_CREAT"),
+        (0o200, "O_EXCL"),
+        (0o1000, "O_TRUNC"),
+        (0o2000, "O_APPEND"),
+        (0o4000, "O_NONBLOCK"),
+        (0o200000, "O_DIRECTORY"),
+        (0o400000, "O_NOFOLLOW"),
+        (0o2000000, "O_CLOEXEC"),
+        (0o20000000, "O_PATH"),
+        (0o20200000, "O_TMPFILE"),
+    ];
+    let mut out = vec![match flags & 0o3 {
+        0 => "O_RDONLY",
+        1 => "O_WRONLY",
+        _ => "O_RDWR",
+    }];
+    for &(bit, name) in NAMES {
+        if flags & bit == bit && !(name == "O_DIRECTORY" && flags & 0o20200000 == 0o20200000) {
+            out.push(name);
+        }
+    }
+    out.join("|")
 }
 
 pub fn dev_string(dev: u32) -> String {
@@ -126,6 +156,7 @@ impl Files {
             dev: Some(dev_string(open.dev)),
             ino: Some(open.ino),
             path_truncated: open.path_truncated,
+            flags: Some(open_flags(open.open_flags)),
             credential: c.credential,
             verified: c.verified,
             unverified_reason: c.reason,
@@ -174,6 +205,7 @@ impl Files {
             dev: None,
             ino: None,
             path_truncated: p.path_truncated || p.new_path_truncated,
+            flags: None,
             credential: c.credential || c_new.as_ref().is_some_and(|c| c.credential),
             verified: false,
             unverified_reason: None,
@@ -261,5 +293,24 @@ impl Files {
             e.sha256 = sum;
             e.sha256_skipped = skipped;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_read_like_c() {
+        assert_eq!(open_flags(0), "O_RDONLY");
+        assert_eq!(open_flags(0o1 | 0o100 | 0o1000), "O_WRONLY|O_CREAT|O_TRUNC");
+        assert_eq!(open_flags(0o2 | 0o2000000), "O_RDWR|O_CLOEXEC");
+        assert_eq!(open_flags(0o20200000 | 0o2), "O_RDWR|O_TMPFILE");
+    }
+
+    #[test]
+    fn devices_split_like_the_kernel() {
+        assert_eq!(dev_string((254 << 20) | 3), "254:3");
+        assert_eq!(dev_string(6), "0:6");
     }
 }

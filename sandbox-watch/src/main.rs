@@ -108,6 +108,9 @@ struct CaptureArgs {
     /// Also count reads of files matching this glob as credential reads (repeatable).
     #[arg(long = "credential", value_name = "GLOB")]
     credentials: Vec<String>,
+    /// A file of more credential globs, one a line (`#` starts a comment).
+    #[arg(long = "credentials-file", value_name = "PATH")]
+    credentials_file: Option<PathBuf>,
     /// Compare verdicts with this net namespace instead (a pid or /proc/PID/ns/net).
     #[arg(long, value_name = "PID|/proc/PID/ns/net")]
     agent_netns: Option<String>,
@@ -334,7 +337,18 @@ struct Prepared {
 }
 
 fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
-    let classifier = classify::Classifier::new(&args.credentials)?;
+    let mut globs = args.credentials.clone();
+    if let Some(path) = &args.credentials_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Usage(format!("--credentials-file {}: {e}", path.display())))?;
+        globs.extend(
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or_default().trim())
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+    }
+    let classifier = classify::Classifier::new(&globs)?;
     if let Some(d) = args.duration
         && !(d > 0.0 && d.is_finite())
     {

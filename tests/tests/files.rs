@@ -334,3 +334,32 @@ fn io_uring_opens_are_seen_by_fentry_and_named_as_a_gap_otherwise() {
         other => panic!("unknown hook {other}"),
     }
 }
+
+#[test]
+fn more_credential_files_from_the_command_line_and_a_file() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let globs = dir.path().join("globs.txt");
+    std::fs::write(&globs, "# ours\n**/project-secrets.toml\n").unwrap();
+    for name in ["project-secrets.toml", "vault.key"] {
+        std::fs::write(dir.path().join(name), "x").unwrap();
+    }
+    let script = format!(
+        "cd {} && cat project-secrets.toml vault.key > /dev/null",
+        dir.path().display()
+    );
+    let r = run(
+        &[
+            "--credentials-file",
+            globs.to_str().unwrap(),
+            "--credential",
+            "*.key",
+        ],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    for name in ["project-secrets.toml", "vault.key"] {
+        let f = one(&r, dir.path().join(name).to_str().unwrap(), "read");
+        assert_eq!(f["credential"], true, "{name}");
+        assert_eq!(f["flags"], "O_RDONLY");
+    }
+}
