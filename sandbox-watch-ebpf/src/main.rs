@@ -109,7 +109,9 @@ pub fn header(kind: EventKind, tgid: u32, start_ns: u64) -> EventHeader {
 /// counts it as dropped.
 #[inline(always)]
 pub fn submit(kind: EventKind, data: *const u8, len: usize) {
-    let len = len & (SCRATCH_SIZE - 1);
+    // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
+    // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
+    let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
     let ret = unsafe {
         bpf_ringbuf_output(
             (&raw const EVENTS).cast_mut().cast(),

@@ -88,16 +88,8 @@ struct CaptureArgs {
     /// Overwrite an existing --log file.
     #[arg(long)]
     force: bool,
-    /// The JSON report, written when the capture ends.
-    #[arg(long, value_name = "PATH")]
-    report: Option<PathBuf>,
-    /// The Markdown one-screen summary (default: $GITHUB_STEP_SUMMARY when set, appended).
-    #[arg(long, value_name = "PATH")]
-    summary: Option<PathBuf>,
-    /// Comma list of violation kinds that make the exit status 3:
-    /// outside, credential, persistence, network, lost, leftover.
-    #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
-    fail_on: Option<Kinds>,
+    #[command(flatten)]
+    out: Outputs,
     /// The same events as OCSF 1.3 JSONL (Process Activity 1007, File System Activity 1001,
     /// Network Activity 4001, DNS Activity 4003).
     #[arg(long, value_name = "PATH")]
@@ -170,15 +162,8 @@ struct ReplayArgs {
     /// No TUI: write the report and summary only.
     #[arg(long)]
     headless: bool,
-    /// Write the rebuilt JSON report here.
-    #[arg(long, value_name = "PATH")]
-    report: Option<PathBuf>,
-    /// The Markdown summary (default: $GITHUB_STEP_SUMMARY when set, appended).
-    #[arg(long, value_name = "PATH")]
-    summary: Option<PathBuf>,
-    /// Comma list of violation kinds that make the exit status 3.
-    #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
-    fail_on: Option<Kinds>,
+    #[command(flatten)]
+    out: Outputs,
     /// The evidence log (JSONL) written by --log.
     log: PathBuf,
 }
@@ -354,7 +339,7 @@ fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
     {
         return Err(Usage(format!("--duration {d}: give a positive number of seconds")).into());
     }
-    for path in [&args.report, &args.summary].into_iter().flatten() {
+    for path in [&args.out.report, &args.out.summary].into_iter().flatten() {
         check_writable(path)?;
     }
     let log = match &args.log {
@@ -500,7 +485,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 0,
     };
-    conclude(&(&args.capture).into(), &report, agent_code)
+    conclude(&args.capture.out, &report, agent_code)
 }
 
 fn attach(args: AttachArgs) -> anyhow::Result<u8> {
@@ -564,7 +549,7 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
         agent: None,
     });
     let report = drive(&runtime()?, capture, ring, ends, screen)?;
-    conclude(&(&args.capture).into(), &report, 0)
+    conclude(&args.capture.out, &report, 0)
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
@@ -577,12 +562,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
         runtime()?.block_on(tui::replay(replayed.records.clone(), tui_options(true)))?;
     }
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
-    let outputs = Outputs {
-        report: args.report.clone(),
-        summary: args.summary.clone(),
-        fail_on: args.fail_on.clone(),
-    };
-    let code = conclude(&outputs, &replayed.report, 0)?;
+    let code = conclude(&args.out, &replayed.report, 0)?;
     match replayed.chain {
         evidence::Verdict::Tampered { .. } => {
             eprintln!(
@@ -642,7 +622,7 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
         agent: None,
     });
     let report = drive(&runtime()?, capture, ring, ends, screen)?;
-    conclude(&(&args.capture).into(), &report, 0)
+    conclude(&args.capture.out, &report, 0)
 }
 
 /// The TUI is used unless --headless, or when stdin and stdout are not a terminal.
@@ -707,20 +687,18 @@ fn drive(
 }
 
 /// Where a capture's or a replay's results go.
+#[derive(Args, Clone)]
 struct Outputs {
+    /// The JSON report, written when the capture ends.
+    #[arg(long, value_name = "PATH")]
     report: Option<PathBuf>,
+    /// The Markdown one-screen summary (default: $GITHUB_STEP_SUMMARY when set, appended).
+    #[arg(long, value_name = "PATH")]
     summary: Option<PathBuf>,
+    /// Comma list of violation kinds that make the exit status 3:
+    /// outside, credential, persistence, network, lost, leftover.
+    #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
     fail_on: Option<Kinds>,
-}
-
-impl From<&CaptureArgs> for Outputs {
-    fn from(a: &CaptureArgs) -> Outputs {
-        Outputs {
-            report: a.report.clone(),
-            summary: a.summary.clone(),
-            fail_on: a.fail_on.clone(),
-        }
-    }
 }
 
 /// Writes the report and summary; the exit status: 3 on a --fail-on kind, else `code`.
