@@ -519,8 +519,8 @@ impl Capture {
                     .iter()
                     .map(|p| self.process_entry(p))
                     .collect(),
-                files: self.files.entries.clone(),
-                network: self.network.entries.clone(),
+                files: std::mem::take(&mut self.files.entries),
+                network: std::mem::take(&mut self.network.entries),
                 redactions: self.redactions,
             },
             &self.policy,

@@ -704,8 +704,13 @@ struct Outputs {
 /// Writes the report and summary; the exit status: 3 on a --fail-on kind, else `code`.
 fn conclude(args: &Outputs, report: &report::Report, code: u8) -> anyhow::Result<u8> {
     if let Some(path) = &args.report {
-        let json = serde_json::to_vec_pretty(report)?;
-        std::fs::write(path, json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        // Streamed: a report of a million entries is never one string in memory.
+        let write = || -> std::io::Result<()> {
+            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+            serde_json::to_writer_pretty(&mut out, report)?;
+            out.flush()
+        };
+        write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     let summary = report.summary();
     let summary_path = args
