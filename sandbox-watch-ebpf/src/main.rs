@@ -24,9 +24,10 @@ use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE};
 #[map]
 static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 
-/// Every record for the userspace. Its size is set at load time (`--ring-buffer`).
+/// Every record for the userspace: 4 MiB unless `--ring-buffer` says otherwise (a few
+/// thousand execs, tens of thousands of file records in flight).
 #[map]
-static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
+static EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 
 /// Records that did not fit in `EVENTS`, per event kind.
 #[map]

@@ -324,11 +324,9 @@ impl Capture {
             }
             Event::Exit { header, .. } => {
                 let (tgid, start) = (header.tgid, header.start_ns);
-                for key in self.files.read_keys_of(tgid, start) {
-                    let more = self.probe.take_read_count(&key);
-                    self.files
-                        .add_read_count(tgid, start, key.dev, key.ino, more);
-                }
+                let probe = &mut self.probe;
+                self.files
+                    .collect_read_counts(tgid, start, |key| probe.take_read_count(key));
                 if let Some(i) = self.model.apply(&event) {
                     let p = &self.model.processes[i];
                     let fields =
@@ -342,9 +340,8 @@ impl Capture {
                 if let Some(key) = added.always_report {
                     self.probe.always_report(key);
                 }
-                if added.new {
-                    let fields = serde_json::to_value(&self.files.entries[added.index])
-                        .unwrap_or(Value::Null);
+                if let Some(record) = added.record {
+                    let fields = serde_json::to_value(&record).unwrap_or(Value::Null);
                     self.write_log(at, "file", fields);
                 }
             }
@@ -401,6 +398,7 @@ impl Capture {
         let mut deadline = ends.duration.map(|d| started + d);
         let mut agent = ends.agent.take();
         let mut stop = ends.stop.take();
+        let mut ticks = 0u64;
         loop {
             let linger_or_duration = async {
                 match deadline {
@@ -441,6 +439,13 @@ impl Capture {
                 }
                 _ = tick.tick() => {
                     self.flush();
+                    ticks += 1;
+                    if ticks % 25 == 0 {
+                        // Records are short-lived, entries long-lived: hand the holes between
+                        // them back to the kernel every few seconds (RSS stays near the data).
+                        // SAFETY: malloc_trim only releases free heap memory.
+                        unsafe { libc::malloc_trim(0) };
+                    }
                     if let Some(feed) = &self.feed {
                         let lost = self.probe.lost().iter().sum();
                         let _ = feed.try_send(crate::tui::Feed::Stats { events: self.events, lost });
@@ -469,11 +474,9 @@ impl Capture {
     /// Builds the report; writes the log's `end` record.
     pub fn finish(&mut self) -> Report {
         let end_ns = self.clock.boot_now();
-        for (start, key) in self.files.all_read_keys() {
-            let more = self.probe.take_read_count(&key);
-            self.files
-                .add_read_count(key.tgid, start, key.dev, key.ino, more);
-        }
+        let probe = &mut self.probe;
+        self.files
+            .collect_all_read_counts(|key| probe.take_read_count(key));
         self.files.hash_written();
         self.network.reverdict(self.model.agent_netns);
         let model = &self.model;
@@ -527,13 +530,8 @@ impl Capture {
         );
         // The log ends with what the report concluded: counts the events did not carry, the
         // violations, and the end record.
-        let counts: Vec<Value> = report
-            .files
-            .iter()
-            .filter(|f| f.count > 1)
-            .map(|f| json!({ "pid": f.pid, "path": f.path, "dev": f.dev, "ino": f.ino, "count": f.count }))
-            .collect();
-        for fields in counts {
+        for f in report.files.iter().filter(|f| f.count > 1) {
+            let fields = json!({ "pid": f.pid, "path": f.path, "dev": f.dev, "ino": f.ino, "count": f.count });
             self.write_log(end_ns, "file_count", fields);
         }
         // `kind` names the record in the log: the violation's own kind is `violation` there.

@@ -75,6 +75,9 @@ pub struct FileEntry {
     pub unverified_reason: Option<String>,
     pub persistence: bool,
     pub count: u64,
+    /// A folded entry (see `DETAILED_READS`): `path` is a directory, this many files in it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub folded: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -113,20 +116,50 @@ pub fn dev_string(dev: u32) -> String {
     format!("{}:{}", dev >> 20, dev & 0xfffff)
 }
 
+/// Plain reads kept as entries of their own. Past this many, a process's further plain reads
+/// are folded into one entry per directory (`folded`: how many files); the log still has each.
+/// This bounds the monitor's memory on captures of millions of distinct files.
+pub const DETAILED_READS: usize = 10_000;
+
 #[derive(Default)]
 pub struct Files {
     pub entries: Vec<FileEntry>,
-    /// Plain-read entries by (tgid, process start, dev, ino).
-    reads: HashMap<(u32, u64, u32, u64), usize>,
+    /// Detailed plain reads: a hash of (tgid, process start, dev, ino) → their entry.
+    reads: HashMap<u64, u32>,
+    /// The inodes each process read and their entries, to add the kernel's counts of
+    /// repeats when it exits (16 bytes a read: the only per-read memory past the fold).
+    inodes: HashMap<(u32, u64), Vec<ReadInode>>,
+    /// Folded reads: (tgid, process start, directory) → entry.
+    folds: HashMap<(u32, u64, String), u32>,
+    detailed_reads: usize,
 }
 
 /// What the capture loop must do after a file event.
 pub struct Added {
-    pub index: usize,
-    /// The entry is new (not a repeat folded into a count).
-    pub new: bool,
+    /// What the log gets for this event (None: a repeat, only counted).
+    pub record: Option<FileEntry>,
     /// A credential read: the kernel must report every further open of this inode.
     pub always_report: Option<ReadKey>,
+}
+
+#[derive(Clone, Copy)]
+struct ReadInode {
+    dev: u32,
+    entry: u32,
+    ino: u64,
+}
+
+fn read_hash(tgid: u32, start_ns: u64, dev: u32, ino: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // A fixed-key hasher: the same key gives the same hash for the whole capture.
+    let mut h =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .build_hasher();
+    h.write_u32(tgid);
+    h.write_u64(start_ns);
+    h.write_u32(dev);
+    h.write_u64(ino);
+    h.finish()
 }
 
 impl Files {
@@ -134,19 +167,16 @@ impl Files {
         let op = Op::of_open(open);
         let c = classifier.classify(&open.path, open.magic, open.path_truncated, op.changes());
         let h = &open.header;
-        let read_key = (h.tgid, start_ns, open.dev, open.ino);
-        if op == Op::Read
-            && !c.credential
-            && let Some(&index) = self.reads.get(&read_key)
-        {
-            self.entries[index].count += 1;
+        let plain_read = op == Op::Read && !c.credential;
+        let key = read_hash(h.tgid, start_ns, open.dev, open.ino);
+        if plain_read && let Some(&index) = self.reads.get(&key) {
+            self.entries[index as usize].count += 1;
             return Added {
-                index,
-                new: false,
+                record: None,
                 always_report: None,
             };
         }
-        self.entries.push(FileEntry {
+        let entry = FileEntry {
             pid: h.tgid,
             op,
             path: open.path.clone(),
@@ -162,27 +192,63 @@ impl Files {
             unverified_reason: c.reason,
             persistence: c.persistence,
             count: 1,
+            folded: None,
             sha256: None,
             sha256_skipped: None,
-        });
-        let index = self.entries.len() - 1;
-        let mut always_report = None;
-        if op == Op::Read {
-            if c.credential {
-                always_report = Some(ReadKey {
-                    tgid: h.tgid,
-                    dev: open.dev,
-                    ino: open.ino,
-                });
-            } else {
-                self.reads.insert(read_key, index);
+        };
+        let index = if plain_read && self.detailed_reads >= DETAILED_READS {
+            self.fold(start_ns, &entry)
+        } else {
+            self.detailed_reads += usize::from(plain_read);
+            self.entries.push(entry.clone());
+            if plain_read {
+                self.reads.insert(key, self.entries.len() as u32 - 1);
             }
+            self.entries.len() - 1
+        };
+        if plain_read {
+            let read = ReadInode {
+                dev: open.dev,
+                entry: index as u32,
+                ino: open.ino,
+            };
+            self.inodes
+                .entry((h.tgid, start_ns))
+                .or_default()
+                .push(read);
         }
+        let always_report = (op == Op::Read && c.credential).then_some(ReadKey {
+            tgid: h.tgid,
+            dev: open.dev,
+            ino: open.ino,
+        });
         Added {
-            index,
-            new: true,
+            record: Some(entry),
             always_report,
         }
+    }
+
+    /// Counts a plain read in its process's entry for the file's directory.
+    fn fold(&mut self, start_ns: u64, entry: &FileEntry) -> usize {
+        let dir = match entry.path.rfind('/') {
+            Some(0) | None => "/".to_string(),
+            Some(i) => format!("{}/", &entry.path[..i]),
+        };
+        let key = (entry.pid, start_ns, dir);
+        if let Some(&i) = self.folds.get(&key) {
+            let e = &mut self.entries[i as usize];
+            e.count += 1;
+            e.folded = Some(e.folded.unwrap_or(0) + 1);
+            return i as usize;
+        }
+        let mut folded = entry.clone();
+        folded.path = key.2.clone();
+        folded.ino = None;
+        folded.folded = Some(1);
+        self.entries.push(folded);
+        let i = self.entries.len() - 1;
+        self.folds.insert(key, i as u32);
+        i
     }
 
     /// A delete or rename; failed ones are not entries (the log keeps them).
@@ -211,46 +277,48 @@ impl Files {
             unverified_reason: None,
             persistence: c.persistence || c_new.as_ref().is_some_and(|c| c.persistence),
             count: 1,
+            folded: None,
             sha256: None,
             sha256_skipped: None,
         });
         Some(self.entries.len() - 1)
     }
 
-    /// Adds reads the kernel counted without sending, for one process's inode.
-    pub fn add_read_count(&mut self, tgid: u32, start_ns: u64, dev: u32, ino: u64, more: u64) {
-        if let Some(&i) = self.reads.get(&(tgid, start_ns, dev, ino)) {
-            self.entries[i].count += more;
+    /// When a process exits: for each inode it read, `take` returns how many more opens the
+    /// kernel counted without sending, and they are added to the entry.
+    pub fn collect_read_counts(
+        &mut self,
+        tgid: u32,
+        start_ns: u64,
+        mut take: impl FnMut(&ReadKey) -> u64,
+    ) {
+        for r in self.inodes.remove(&(tgid, start_ns)).unwrap_or_default() {
+            let more = take(&ReadKey {
+                tgid,
+                dev: r.dev,
+                ino: r.ino,
+            });
+            self.entries[r.entry as usize].count += more;
         }
     }
 
-    /// Read keys of one process (to collect the kernel's counts when it exits).
-    pub fn read_keys_of(&self, tgid: u32, start_ns: u64) -> Vec<ReadKey> {
-        self.reads
-            .keys()
-            .filter(|k| k.0 == tgid && k.1 == start_ns)
-            .map(|k| ReadKey {
-                tgid: k.0,
-                dev: k.2,
-                ino: k.3,
-            })
-            .collect()
+    /// The same for every process still running at the end.
+    pub fn collect_all_read_counts(&mut self, mut take: impl FnMut(&ReadKey) -> u64) {
+        let all: Vec<(u32, u64)> = self.inodes.keys().copied().collect();
+        for (tgid, start) in all {
+            self.collect_read_counts(tgid, start, &mut take);
+        }
     }
 
-    pub fn all_read_keys(&self) -> Vec<(u64, ReadKey)> {
-        self.reads
-            .keys()
-            .map(|k| {
-                (
-                    k.1,
-                    ReadKey {
-                        tgid: k.0,
-                        dev: k.2,
-                        ino: k.3,
-                    },
-                )
-            })
-            .collect()
+    /// A file record from a log (replay): the same entries, with the same folding.
+    pub fn add_logged(&mut self, entry: FileEntry) {
+        let plain_read = entry.op == Op::Read && !entry.credential && entry.folded.is_none();
+        if plain_read && self.detailed_reads >= DETAILED_READS {
+            self.fold(0, &entry);
+            return;
+        }
+        self.detailed_reads += usize::from(plain_read);
+        self.entries.push(entry);
     }
 
     /// Hashes the final content of every file that was written or created and still exists.

@@ -254,6 +254,10 @@ impl Probe {
         }
         gaps.dedup();
 
+        // Parsing the kernel's BTF took tens of MB that are free now: give them back.
+        drop(btf);
+        // SAFETY: malloc_trim only releases free heap memory.
+        unsafe { libc::malloc_trim(0) };
         let traced = take_map(&mut ebpf, "TRACED")?;
         let reads = take_map(&mut ebpf, "READS")?;
         let drops = take_map(&mut ebpf, "DROPS")?;

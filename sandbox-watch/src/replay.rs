@@ -92,7 +92,7 @@ pub fn rebuild(records: &[Value]) -> Report {
     let mut rules = Vec::new();
     let mut processes: Vec<ProcessEntry> = Vec::new();
     let mut live: HashMap<u64, usize> = HashMap::new();
-    let mut files: Vec<FileEntry> = Vec::new();
+    let mut files = crate::files::Files::default();
     let mut network: Vec<NetEntry> = Vec::new();
     let mut same_net: HashMap<String, usize> = HashMap::new();
     let (mut events, mut redactions, mut exit) = (0u64, 0u64, Exit::default());
@@ -170,11 +170,11 @@ pub fn rebuild(records: &[Value]) -> Report {
             }
             "file" => {
                 if let Some(f) = from::<FileEntry>(r) {
-                    files.push(f);
+                    files.add_logged(f);
                 }
             }
             "file_count" => {
-                if let Some(f) = files.iter_mut().rev().find(|f| {
+                if let Some(f) = files.entries.iter_mut().rev().find(|f| {
                     f.pid as u64 == pid
                         && f.path == r["path"].as_str().unwrap_or_default()
                         && f.ino == r["ino"].as_u64()
@@ -273,7 +273,7 @@ pub fn rebuild(records: &[Value]) -> Report {
             lost_by_kind,
             undecodable: 0,
             processes,
-            files,
+            files: files.entries,
             network,
             redactions,
         },
