@@ -95,7 +95,7 @@ pub fn open_flags(flags: u32) -> String {
         (0o200000, "O_DIRECTORY"),
         (0o400000, "O_NOFOLLOW"),
         (0o2000000, "O_CLOEXEC"),
-        (0o20000000, "O_PATH"),
+        (0o10000000, "O_PATH"),
         (0o20200000, "O_TMPFILE"),
     ];
     let mut out = vec![match flags & 0o3 {
