@@ -9,6 +9,7 @@ use std::process::Command;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod vm;
 
 #[derive(Parser)]
@@ -36,6 +37,22 @@ enum Task {
     Lint,
     /// Run the kernel tests in target/vm/ under Debian's 6.1 kernel in qemu (the fentry path).
     VmTest,
+    /// Measure what watching costs: workloads unmonitored, traced and outside the traced set,
+    /// beside strace, bpftrace and auditd; prints a table and writes JSON (needs root).
+    Bench {
+        /// Rounds per condition, alternating (the median is reported). Default 7, 3 with --quick.
+        #[arg(long, value_name = "N")]
+        runs: Option<usize>,
+        /// Fewer rounds and smaller workloads (for development; not for the targets).
+        #[arg(long)]
+        quick: bool,
+        /// Where to write the JSON results (default target/bench/bench.json).
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
+        /// Leave out the peers (strace, bpftrace, auditd).
+        #[arg(long)]
+        no_peers: bool,
+    },
 }
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -55,10 +72,23 @@ fn main() -> anyhow::Result<()> {
         Task::Test { filter } => {
             setup()?;
             build()?;
-            test(filter.as_deref())
+            test(filter.as_deref())?;
+            // The same kernel tests' core under Debian's 6.1 in qemu, where fentry loads.
+            if filter.is_none() { vm::run() } else { Ok(()) }
         }
         Task::Lint => lint(),
         Task::VmTest => vm::run(),
+        Task::Bench {
+            runs,
+            quick,
+            json,
+            no_peers,
+        } => bench::run(bench::Options {
+            runs,
+            quick,
+            json,
+            no_peers,
+        }),
     }
 }
 
@@ -194,28 +224,37 @@ fn setup() -> anyhow::Result<()> {
     let want = format!("bpf-linker {BPF_LINKER_VERSION} llvm {llvm}");
     let linker = cargo_home().join("bin/bpf-linker");
     let current = std::fs::read_to_string(&stamp).unwrap_or_default();
+    // The nightly's libLLVM, linked under both the name bpf-linker's build looks for and the
+    // soname the built binary asks for (its RUNPATH is this directory).
+    let sysroot = output(Command::new("rustc").args(["+nightly", "--print", "sysroot"]))?;
+    let lib_dir = Path::new(sysroot.trim()).join("lib");
+    let lib = std::fs::read_dir(&lib_dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("libLLVM.so.{major}")))
+        })
+        .with_context(|| format!("no libLLVM.so.{major}* in {}", lib_dir.display()))?;
+    let link_dir = prefix.join("lib");
+    std::fs::create_dir_all(&link_dir)?;
+    for name in [
+        std::ffi::OsStr::new("libLLVM.so"),
+        lib.file_name().unwrap_or_default(),
+    ] {
+        let link = link_dir.join(name);
+        if std::fs::read_link(&link).ok().as_deref() != Some(lib.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&lib, &link)?;
+        }
+    }
     let works = linker.exists()
         && Command::new(&linker)
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success());
     if current.trim() != want || !works {
-        let sysroot = output(Command::new("rustc").args(["+nightly", "--print", "sysroot"]))?;
-        let lib_dir = Path::new(sysroot.trim()).join("lib");
-        let lib = std::fs::read_dir(&lib_dir)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("libLLVM.so.{major}")))
-            })
-            .with_context(|| format!("no libLLVM.so.{major}* in {}", lib_dir.display()))?;
-        let link_dir = prefix.join("lib");
-        std::fs::create_dir_all(&link_dir)?;
-        let link = link_dir.join("libLLVM.so");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&lib, &link)?;
         run(Command::new("cargo")
             .args([
                 "install",

@@ -106,7 +106,15 @@ for m in $(cat /lib/modules/load-order); do
 done
 H=/mnt/host
 mkdir -p $H
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot $H || fail "mount 9p hostroot"
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot $H || fail "mount 9p hostroot"
+# Host directories the fresh tmpfs mounts below would hide (a checkout under /tmp or /root).
+keep=$(sed -n 's/.*sw_keep=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
+i=0
+for k in $keep; do
+    mkdir -p /mnt/keep/$i
+    mount --bind "$H$k" /mnt/keep/$i || fail "bind $k"
+    i=$((i+1))
+done
 mount -t proc proc $H/proc || fail "mount proc on $H/proc"
 mount -t sysfs sysfs $H/sys || fail "mount sysfs on $H/sys"
 mount -t devtmpfs devtmpfs $H/dev || fail "mount devtmpfs on $H/dev"
@@ -119,6 +127,12 @@ mount -t tmpfs -o mode=700 tmpfs $H/root || fail "mount $H/root"
 mount -t bpf bpf $H/sys/fs/bpf || fail "mount bpffs"
 mount -t tracefs tracefs $H/sys/kernel/tracing || fail "mount tracefs"
 mount -t cgroup2 cgroup2 $H/sys/fs/cgroup || echo "$M note: no cgroup2 on /sys/fs/cgroup"
+i=0
+for k in $keep; do
+    mkdir -p "$H$k"
+    mount --bind /mnt/keep/$i "$H$k" || fail "bind $k back"
+    i=$((i+1))
+done
 ip link set lo up || fail "ip link set lo up"
 [ -r "$H$script" ] || fail "no $script on the host"
 echo "$M ready uptime=$(cut -d' ' -f1 /proc/uptime)"
@@ -158,12 +172,11 @@ pub fn run() -> anyhow::Result<()> {
     fs::create_dir_all(&dir)?;
 
     if let Err(why) = ensure_packages() {
-        eprintln!("vm-test: SKIPPED: {why}");
         if std::env::var("SW_VM_OPTIONAL").as_deref() == Ok("1") {
-            eprintln!("vm-test: SW_VM_OPTIONAL=1, so this skip is not a failure");
+            eprintln!("vm-test: SKIPPED (SW_VM_OPTIONAL=1): {why}");
             return Ok(());
         }
-        bail!("the VM tests cannot run: {why} (SW_VM_OPTIONAL=1 makes this a skip)");
+        bail!("the VM tests cannot run: {why} (with SW_VM_OPTIONAL=1 this is a skip, exit 0)");
     }
 
     // What the guest runs is the host's own build, read over 9p.
@@ -196,7 +209,13 @@ pub fn run() -> anyhow::Result<()> {
         Err(_) => Duration::from_secs(1800),
     };
     let console = dir.join("console.log");
-    let boot = boot(&kernel, &initrd, &script, &console, timeout)?;
+    let mut needed = vec![root()];
+    needed.extend(
+        plan.iter()
+            .filter_map(|p| p.exe.as_ref()?.parent().map(Path::to_path_buf)),
+    );
+    let keep = hidden_in_guest(&needed)?;
+    let boot = boot(&kernel, &initrd, &script, &keep, &console, timeout)?;
 
     let outcome = evaluate(&plan, &boot);
     let summary = summary(
@@ -220,16 +239,19 @@ pub fn run() -> anyhow::Result<()> {
 
 /// qemu and a static busybox, installed through apt when missing. Err: why they cannot be.
 fn ensure_packages() -> Result<(), String> {
-    let missing: Vec<&str> = ["qemu-system-x86", "busybox-static"]
+    let mut missing: Vec<&str> = ["qemu-system-x86", "busybox-static"]
         .into_iter()
         .filter(|p| !installed(p))
         .collect();
-    if missing.is_empty() && have("qemu-system-x86_64") {
+    if !have("qemu-system-x86_64") && !missing.contains(&"qemu-system-x86") {
+        missing.insert(0, "qemu-system-x86");
+    }
+    if missing.is_empty() {
         return Ok(());
     }
     if !is_root() {
         return Err(format!(
-            "{} not installed and installing needs root (`sudo apt-get install {}`)",
+            "{} missing and installing needs root (`sudo apt-get install {}`)",
             missing.join(", "),
             missing.join(" ")
         ));
@@ -744,10 +766,38 @@ struct Boot {
     wall: Duration,
 }
 
+/// The host directories the guest needs that its fresh tmpfs mounts (/tmp, /run, /root,
+/// /dev/shm) would hide: /init binds them back.
+fn hidden_in_guest(paths: &[PathBuf]) -> anyhow::Result<Vec<String>> {
+    let mut keep: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let p = fs::canonicalize(p).with_context(|| format!("{}", p.display()))?;
+        let hidden = ["/tmp", "/run", "/root", "/dev/shm"]
+            .iter()
+            .any(|m| p.starts_with(m));
+        if hidden && !keep.iter().any(|k| p.starts_with(k)) {
+            keep.retain(|k| !k.starts_with(&p));
+            keep.push(p);
+        }
+    }
+    keep.iter()
+        .map(|k| {
+            let s = k.to_string_lossy().into_owned();
+            ensure!(
+                !s.contains([' ', ',', '\t', '\n', '\'', '"', '\\']),
+                "{s} is under a directory the guest mounts afresh and its name cannot be passed \
+                 on the kernel command line: move the checkout"
+            );
+            Ok(s)
+        })
+        .collect()
+}
+
 fn boot(
     kernel: &Kernel,
     initrd: &Path,
     script: &Path,
+    keep: &[String],
     console: &Path,
     timeout: Duration,
 ) -> anyhow::Result<Boot> {
@@ -759,8 +809,13 @@ fn boot(
         .arg(initrd)
         .arg("-append")
         .arg(format!(
-            "console=ttyS0 panic=-1 quiet sw_script={}",
-            script.display()
+            "console=ttyS0 panic=-1 quiet sw_script={}{}",
+            script.display(),
+            if keep.is_empty() {
+                String::new()
+            } else {
+                format!(" sw_keep={}", keep.join(","))
+            }
         ))
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
@@ -903,6 +958,15 @@ struct Outcome {
     problems: Vec<String>,
 }
 
+/// A test binary's `end` marker: its exit status, the host's seconds since its `begin`, and
+/// the console line.
+#[derive(Clone, Copy)]
+struct End {
+    status: i32,
+    seconds: f64,
+    line: usize,
+}
+
 fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
     let mut o = Outcome {
         booted_kernel: None,
@@ -915,8 +979,8 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
         pass: false,
         problems: Vec::new(),
     };
-    // name → (host time at begin, first line, end: (status, seconds, line))
-    let mut sections: HashMap<String, (f64, usize, Option<(i32, f64, usize)>)> = HashMap::new();
+    // name → (host time at begin, first line, end)
+    let mut sections: HashMap<String, (f64, usize, Option<End>)> = HashMap::new();
     for (i, (t, line)) in boot.lines.iter().enumerate() {
         let n = i + 1;
         let Some((word, kv, args)) = marker(line) else {
@@ -941,7 +1005,11 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
                 let name = args.split_whitespace().next().unwrap_or("");
                 let status = kv.get("status").and_then(|s| s.parse().ok()).unwrap_or(-1);
                 if let Some(s) = sections.get_mut(name) {
-                    s.2 = Some((status, *t - s.0, n));
+                    s.2 = Some(End {
+                        status,
+                        seconds: *t - s.0,
+                        line: n,
+                    });
                 }
             }
             "done" => o.done = true,
@@ -952,7 +1020,7 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
     for p in plan {
         let (section, end) = match sections.get(p.name) {
             // A binary that never ended (timeout) runs to the end of the console.
-            Some(&(_, first, end)) => (first..end.map_or(boot.lines.len() + 1, |e| e.2), end),
+            Some(&(_, first, end)) => (first..end.map_or(boot.lines.len() + 1, |e| e.line), end),
             None => (0..0, None),
         };
         let mut passed_names = HashSet::new();
@@ -988,7 +1056,7 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
             .copied()
             .filter(|f| !passed_names.contains(*f))
             .collect();
-        let status = end.map(|e| e.0);
+        let status = end.map(|e| e.status);
         let pass = status == Some(0)
             && result_lines == 1
             && passed == p.filters.len()
@@ -996,7 +1064,7 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
         o.bins.push(BinResult {
             ran: end.is_some(),
             status,
-            seconds: end.map(|e| e.1),
+            seconds: end.map(|e| e.seconds),
             passed,
             failed,
             not_passed,
@@ -1023,6 +1091,7 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
         Some(c) => o.problems.push(format!(
             "qemu exited {c} without a status from the guest (a guest panic or power-off)"
         )),
+        None if boot.timed_out => {}
         None => o.problems.push("qemu was killed by a signal".into()),
     }
     match o.hook.as_deref() {
@@ -1043,6 +1112,38 @@ fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
     }
     o.pass = o.problems.is_empty() && o.bins.iter().all(|b| b.pass);
     o
+}
+
+/// A failed test's output with what differs between runs of one failure left out: its name,
+/// numbers (addresses, pids, line numbers).
+fn failure_key(test: &str, lines: &[(f64, String)]) -> String {
+    let mut key = String::new();
+    for (_, l) in lines {
+        let l = l.replace(test, "TEST");
+        let mut token = String::new();
+        let flush = |token: &mut String, key: &mut String| {
+            let number = token.starts_with("0x")
+                || (token.chars().all(|c| c.is_ascii_hexdigit())
+                    && token.chars().any(|c| c.is_ascii_digit()));
+            key.push_str(if number && !token.is_empty() {
+                "#"
+            } else {
+                token
+            });
+            token.clear();
+        };
+        for c in l.chars() {
+            if c.is_ascii_alphanumeric() {
+                token.push(c);
+            } else {
+                flush(&mut token, &mut key);
+                key.push(c);
+            }
+        }
+        flush(&mut token, &mut key);
+        key.push('\n');
+    }
+    key
 }
 
 /// Lines `range` of the console (1-based), the first `head` and last `tail` of them.
@@ -1156,6 +1257,7 @@ fn summary(
         );
         excerpt(w, boot, o.sanity.clone(), 12, 12);
     }
+    let mut shown: HashMap<String, (&str, String)> = HashMap::new();
     for (p, b) in plan.iter().zip(&o.bins) {
         if b.pass || b.section.is_empty() {
             continue;
@@ -1189,6 +1291,24 @@ fn summary(
             excerpt(w, boot, from..b.section.end, 40, 0);
         }
         for r in blocks {
+            // The same failure in many tests (the probe cannot start) is shown once.
+            let header = boot.lines[r.start - 1].1.as_str();
+            let test = header
+                .trim_start_matches("---- ")
+                .trim_end_matches(" stdout ----");
+            let key = failure_key(test, &boot.lines[r.start..r.end - 1]);
+            if let Some((first_bin, first_test)) = shown.get(&key) {
+                let _ = writeln!(
+                    w,
+                    "\n---- {}: {test}: the same output as {first_bin}: {first_test} \
+                     (console.log lines {}-{}) ----",
+                    p.name,
+                    r.start,
+                    r.end - 1
+                );
+                continue;
+            }
+            shown.insert(key, (p.name, test.to_string()));
             let _ = writeln!(
                 w,
                 "\n---- {} in the guest: console.log lines {}-{} ----",
