@@ -193,7 +193,10 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             ),
         });
     }
-    for f in parts.files.iter().filter(|f| f.credential) {
+    // Reads of a secret first: what an agent read is what it can leak.
+    let mut credentials: Vec<&FileEntry> = parts.files.iter().filter(|f| f.credential).collect();
+    credentials.sort_by_key(|f| f.op != Op::Read);
+    for f in credentials {
         let how = if f.verified {
             format!("verified on {}", f.fs.as_deref().unwrap_or("?"))
         } else {
@@ -361,7 +364,10 @@ impl Report {
             .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
             .map(|p| program(p))
             .collect();
-        let longest = runs.iter().max_by(|a, b| a.duration_ms.cmp(&b.duration_ms));
+        let longest = runs
+            .iter()
+            .filter(|p| !p.running_at_end)
+            .max_by(|a, b| a.duration_ms.cmp(&b.duration_ms));
         s.push_str(&format!(
             "- **Commands**: {} ({} failed{}){}\n",
             runs.len(),
