@@ -13,12 +13,18 @@ mod probes;
 use aya_ebpf::{
     helpers::generated::{
         bpf_get_current_ancestor_cgroup_id, bpf_get_current_pid_tgid, bpf_get_current_task,
-        bpf_get_smp_processor_id, bpf_ktime_get_boot_ns, bpf_ringbuf_output,
+        bpf_get_smp_processor_id, bpf_ktime_get_boot_ns, bpf_ringbuf_output, bpf_ringbuf_query,
     },
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE};
+
+/// Flags of bpf_ringbuf_output and bpf_ringbuf_query (include/uapi/linux/bpf.h).
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+const BPF_RB_AVAIL_DATA: u64 = 0;
+const BPF_RB_RING_SIZE: u64 = 1;
 
 /// Thread group ids being followed. Userspace seeds it; forks add, group exits remove.
 #[map]
@@ -113,14 +119,18 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
     // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
     // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
     let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
-    let ret = unsafe {
-        bpf_ringbuf_output(
-            (&raw const EVENTS).cast_mut().cast(),
-            data.cast_mut().cast(),
-            len as u64,
-            0,
-        )
+    let ring = (&raw const EVENTS).cast_mut().cast();
+    // Waking the reader for every record costs the traced task an interrupt and the monitor a
+    // context switch: wake it only once an eighth of the ring is waiting. It also drains the
+    // ring on its own every 100 ms.
+    let waiting = unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) };
+    let size = unsafe { bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) };
+    let wake = if waiting >= size / 8 {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
     };
+    let ret = unsafe { bpf_ringbuf_output(ring, data.cast_mut().cast(), len as u64, wake) };
     if ret < 0
         && let Some(count) = DROPS.get_ptr_mut(kind as u32)
     {

@@ -393,7 +393,8 @@ impl Capture {
         let mut ring = unsafe { AsyncFd::register(ring) }.map_err(|e| e.into_parts().1)?;
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sigterm = signal(SignalKind::terminate())?;
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        // The kernel wakes us only when an eighth of the ring is waiting: the tick drains the rest.
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
         let started = tokio::time::Instant::now();
         let mut deadline = ends.duration.map(|d| started + d);
         let mut agent = ends.agent.take();
@@ -410,12 +411,7 @@ impl Capture {
                 biased;
                 guard = ring.readable_mut() => {
                     let mut guard = guard?;
-                    let rb = guard.get_inner_mut();
-                    while let Some(item) = rb.next() {
-                        let bytes = item.to_vec();
-                        drop(item);
-                        self.handle(&bytes);
-                    }
+                    self.drain(guard.get_inner_mut());
                     guard.clear_ready();
                 }
                 _ = sigint.recv() => { self.ended_by = "SIGINT".into(); break; }
@@ -438,9 +434,10 @@ impl Capture {
                     break;
                 }
                 _ = tick.tick() => {
+                    self.drain(ring.get_mut());
                     self.flush();
                     ticks += 1;
-                    if ticks % 25 == 0 {
+                    if ticks % 50 == 0 {
                         // Records are short-lived, entries long-lived: hand the holes between
                         // them back to the kernel every few seconds (RSS stays near the data).
                         // SAFETY: malloc_trim only releases free heap memory.
@@ -462,13 +459,15 @@ impl Capture {
             }
         }
         // Whatever the kernel sent before the end still counts.
-        let rb = ring.get_mut();
-        while let Some(item) = rb.next() {
-            let bytes = item.to_vec();
-            drop(item);
-            self.handle(&bytes);
-        }
+        self.drain(ring.get_mut());
         Ok(())
+    }
+
+    /// Handles every record waiting in the ring buffer.
+    fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+        while let Some(item) = ring.next() {
+            self.handle(&item);
+        }
     }
 
     /// Builds the report; writes the log's `end` record.

@@ -2,8 +2,8 @@
 //!
 //! Opens come from one of two hooks, chosen by the loader:
 //! - `fentry/security_file_open(struct file *file)`: every open, io_uring's included;
-//! - where fentry is refused, the syscall tracepoints `sys_enter_open{,at,at2}`/`creat` (which
-//!   keep the flags) and their `sys_exit_*` (which take the `struct file` from the fd table).
+//! - where fentry is refused, the syscall tracepoints `sys_exit_open{,at,at2}`/`creat`, which
+//!   take the `struct file` from the fd table.
 //!   They cannot see opens made without those syscalls (io_uring).
 //!
 //! Deletes and renames use the syscall tracepoints `unlink{,at}`, `rmdir`, `rename{,at,at2}`:
@@ -46,37 +46,10 @@ const PATH_MASK: u32 = 0x3fff;
 static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
 
 // ---- opens: syscall tracepoints (the fallback) ----
-
-#[tracepoint(category = "syscalls", name = "sys_enter_openat")]
-pub fn sys_enter_openat(ctx: TracePointContext) -> u32 {
-    remember(0, 0, 0, 0, arg(&ctx, 2) as u32);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_open")]
-pub fn sys_enter_open(ctx: TracePointContext) -> u32 {
-    remember(0, 0, 0, 0, arg(&ctx, 1) as u32);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_creat")]
-pub fn sys_enter_creat(_ctx: TracePointContext) -> u32 {
-    remember(0, 0, 0, 0, O_CREAT | O_WRONLY | O_TRUNC);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
-pub fn sys_enter_openat2(ctx: TracePointContext) -> u32 {
-    // openat2(dirfd, path, struct open_how *how, size): how->flags is the first u64.
-    let how = arg(&ctx, 2);
-    let flags = unsafe {
-        let mut v: u64 = 0;
-        bpf_probe_read_user((&raw mut v).cast(), 8, how as *const _);
-        v
-    };
-    remember(0, 0, 0, 0, flags as u32);
-    0
-}
+//
+// Only the exits: the flags come from the `struct file` itself (`f_flags`; O_CREAT and O_TRUNC
+// are gone by then, FMODE_CREATED in `f_mode` says "created"), so untraced tasks pay one
+// lookup per open, not two.
 
 #[tracepoint(category = "syscalls", name = "sys_exit_openat")]
 pub fn sys_exit_openat(ctx: TracePointContext) -> u32 {
@@ -100,14 +73,16 @@ pub fn sys_exit_openat2(ctx: TracePointContext) -> u32 {
 
 #[inline(always)]
 fn exit_open(ctx: &TracePointContext) -> u32 {
-    let Some(pending) = take() else { return 0 };
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
     let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
     if ret < 0 {
         return 0;
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
-        report_open(file, pending.flags);
+        report_open(file, unsafe { sw_file_flags(file) });
     }
     0
 }
