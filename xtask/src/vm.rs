@@ -48,6 +48,9 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "credential_reads_on_ext4_tmpfs_and_proc_are_verified",
             "the_open_hook_states_what_it_cannot_see",
             "io_uring_opens_are_seen_by_fentry_and_named_as_a_gap_otherwise",
+            "create_write_rename_delete_and_persistence",
+            "symlinks_and_relative_paths_are_resolved_by_the_kernel",
+            "an_open_storm_is_one_entry_with_its_count",
         ],
     ),
     (
@@ -55,8 +58,11 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         &[
             "listener_ok_connect_and_refused_connect_on_v4_and_v6",
             "sandboxed_connect_is_inside_and_nsenter_back_is_outside",
+            "non_blocking_connects_get_their_outcome",
+            "dns_names_through_sendto_and_a_connected_socket",
         ],
     ),
+    ("evidence", &["a_real_log_verifies_and_tampering_is_named"]),
 ];
 
 /// What the guest needs to mount the host over virtio 9p; their dependencies come along, and
