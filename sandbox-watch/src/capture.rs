@@ -437,7 +437,7 @@ impl Capture {
                     self.drain(ring.get_mut());
                     self.flush();
                     ticks += 1;
-                    if ticks % 50 == 0 {
+                    if ticks.is_multiple_of(50) {
                         // Records are short-lived, entries long-lived: hand the holes between
                         // them back to the kernel every few seconds (RSS stays near the data).
                         // SAFETY: malloc_trim only releases free heap memory.

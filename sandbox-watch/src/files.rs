@@ -121,6 +121,10 @@ pub fn dev_string(dev: u32) -> String {
 /// This bounds the monitor's memory on captures of millions of distinct files.
 pub const DETAILED_READS: usize = 10_000;
 
+/// Past this many files read, a process's kernel-side read counts are collected at the end of
+/// the capture rather than when it exits.
+pub const EXIT_HARVEST: usize = 256;
+
 #[derive(Default)]
 pub struct Files {
     pub entries: Vec<FileEntry>,
@@ -285,13 +289,33 @@ impl Files {
     }
 
     /// When a process exits: for each inode it read, `take` returns how many more opens the
-    /// kernel counted without sending, and they are added to the entry.
+    /// kernel counted without sending, and they are added to the entry. A process that read
+    /// more than `EXIT_HARVEST` files waits for the end of the capture: one system call per
+    /// file would slow the capture while it is busy.
     pub fn collect_read_counts(
         &mut self,
         tgid: u32,
         start_ns: u64,
-        mut take: impl FnMut(&ReadKey) -> u64,
+        take: impl FnMut(&ReadKey) -> u64,
     ) {
+        let few = self
+            .inodes
+            .get(&(tgid, start_ns))
+            .is_some_and(|v| v.len() <= EXIT_HARVEST);
+        if few {
+            self.harvest(tgid, start_ns, take);
+        }
+    }
+
+    /// The same for every process not collected yet, at the end.
+    pub fn collect_all_read_counts(&mut self, mut take: impl FnMut(&ReadKey) -> u64) {
+        let all: Vec<(u32, u64)> = self.inodes.keys().copied().collect();
+        for (tgid, start) in all {
+            self.harvest(tgid, start, &mut take);
+        }
+    }
+
+    fn harvest(&mut self, tgid: u32, start_ns: u64, mut take: impl FnMut(&ReadKey) -> u64) {
         for r in self.inodes.remove(&(tgid, start_ns)).unwrap_or_default() {
             let more = take(&ReadKey {
                 tgid,
@@ -299,14 +323,6 @@ impl Files {
                 ino: r.ino,
             });
             self.entries[r.entry as usize].count += more;
-        }
-    }
-
-    /// The same for every process still running at the end.
-    pub fn collect_all_read_counts(&mut self, mut take: impl FnMut(&ReadKey) -> u64) {
-        let all: Vec<(u32, u64)> = self.inodes.keys().copied().collect();
-        for (tgid, start) in all {
-            self.collect_read_counts(tgid, start, &mut take);
         }
     }
 

@@ -27,10 +27,6 @@ use super::syscall::{RET, arg, remember, take};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 const AT_FDCWD: i64 = -100;
-const O_WRONLY: u32 = 0o1;
-const O_RDWR: u32 = 0o2;
-const O_CREAT: u32 = 0o100;
-const O_TRUNC: u32 = 0o1000;
 /// `FMODE_WRITE` and `FMODE_CREATED` in `file->f_mode` (include/linux/fs.h).
 const FMODE_WRITE: u32 = 0x2;
 const FMODE_CREATED: u32 = 0x100000;
@@ -82,7 +78,7 @@ fn exit_open(ctx: &TracePointContext) -> u32 {
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
-        report_open(file, unsafe { sw_file_flags(file) });
+        report_open(file);
     }
     0
 }
@@ -96,21 +92,20 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
     }
     let file: Ptr = ctx.arg(0);
     // f_flags has lost O_CREAT/O_TRUNC by now; FMODE_CREATED in f_mode says "created".
-    report_open(file, unsafe { sw_file_flags(file) });
+    report_open(file);
     0
 }
 
 /// Sends one open, unless it is a plain read of an inode this process was already reported
 /// reading (then it is only counted).
 #[inline(always)]
-fn report_open(file: Ptr, open_flags: u32) {
+fn report_open(file: Ptr) {
     let tgid = current_tgid();
     let f_mode = unsafe { sw_file_mode(file) };
     let dev = unsafe { sw_file_dev(file) };
     let ino = unsafe { sw_file_ino(file) };
-    let writes = f_mode & (FMODE_WRITE | FMODE_CREATED) != 0
-        || open_flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) != 0;
-    if !writes {
+    // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
+    if f_mode & (FMODE_WRITE | FMODE_CREATED) == 0 {
         let key = ReadKey { tgid, dev, ino };
         if let Some(count) = READS.get_ptr_mut(key) {
             unsafe {
@@ -134,7 +129,7 @@ fn report_open(file: Ptr, open_flags: u32) {
             magic: sw_file_magic(file),
             ino,
             dev,
-            open_flags,
+            open_flags: sw_file_flags(file),
             f_mode,
             flags: if walked & WALK_TRUNCATED != 0 {
                 PATH_TRUNCATED
