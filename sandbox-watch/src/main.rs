@@ -445,19 +445,20 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     probe.trace(child.pid.as_raw() as u32)?;
     let rule = fixed_ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
     let model = Model::new(rule);
-    let mut capture = Capture::new(
+    let capture = new_capture(
         Mode::Run {
             command: redact::redact_argv(&args.command).0,
             pid: child.pid.as_raw() as u32,
         },
         probe,
         model,
-        classifier,
-        log,
+        Prepared {
+            classifier,
+            log,
+            ocsf,
+        },
+        &args.capture,
     );
-    capture.policy = policy(&args.capture.allow_net);
-    capture.allow_net = args.capture.allow_net.clone();
-    capture.ocsf = ocsf;
     let pid = child.release()?;
 
     let rt = runtime()?;
@@ -526,16 +527,17 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
         ))
         .into());
     }
-    let mut capture = Capture::new(
+    let capture = new_capture(
         Mode::Attach { pid: args.pid },
         probe,
         model,
-        classifier,
-        log,
+        Prepared {
+            classifier,
+            log,
+            ocsf,
+        },
+        &args.capture,
     );
-    capture.policy = policy(&args.capture.allow_net);
-    capture.allow_net = args.capture.allow_net.clone();
-    capture.ocsf = ocsf;
     let ends = Ends {
         agent: None,
         linger: Duration::ZERO,
@@ -605,10 +607,17 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
         id: c.id.clone(),
         cgroup: c.cgroup.clone(),
     };
-    let mut capture = Capture::new(mode, probe, model, classifier, log);
-    capture.policy = policy(&args.capture.allow_net);
-    capture.allow_net = args.capture.allow_net.clone();
-    capture.ocsf = ocsf;
+    let capture = new_capture(
+        mode,
+        probe,
+        model,
+        Prepared {
+            classifier,
+            log,
+            ocsf,
+        },
+        &args.capture,
+    );
     let ends = Ends {
         agent: None,
         linger: Duration::ZERO,
@@ -623,6 +632,21 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
     });
     let report = drive(&runtime()?, capture, ring, ends, screen)?;
     conclude(&args.capture.out, &report, 0)
+}
+
+/// A capture with what `prepare` opened and the options every mode shares.
+fn new_capture(
+    mode: Mode,
+    probe: Probe,
+    model: Model,
+    prepared: Prepared,
+    args: &CaptureArgs,
+) -> Capture {
+    let mut capture = Capture::new(mode, probe, model, prepared.classifier, prepared.log);
+    capture.policy = policy(&args.allow_net);
+    capture.allow_net = args.allow_net.clone();
+    capture.ocsf = prepared.ocsf;
+    capture
 }
 
 /// The TUI is used unless --headless, or when stdin and stdout are not a terminal.
