@@ -22,9 +22,10 @@ unsafe extern "C" {
     pub fn sw_bprm_filename(bprm: Ptr) -> *const u8;
     pub fn sw_file_path(file: Ptr, buf: *mut u8) -> u32;
     pub fn sw_file_magic(file: Ptr) -> u64;
-    pub fn sw_file_dev(file: Ptr) -> u32;
-    pub fn sw_file_ino(file: Ptr) -> u64;
     pub fn sw_file_mode(file: Ptr) -> u32;
+    pub fn sw_file_inode(file: Ptr) -> Ptr;
+    pub fn sw_inode_dev(inode: Ptr) -> u32;
+    pub fn sw_inode_ino(inode: Ptr) -> u64;
     pub fn sw_file_flags(file: Ptr) -> u32;
     pub fn sw_file_sock(file: Ptr) -> Ptr;
     pub fn sw_file_sock_type(file: Ptr) -> u32;

@@ -102,8 +102,9 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
 fn report_open(file: Ptr) {
     let tgid = current_tgid();
     let f_mode = unsafe { sw_file_mode(file) };
-    let dev = unsafe { sw_file_dev(file) };
-    let ino = unsafe { sw_file_ino(file) };
+    let inode = unsafe { sw_file_inode(file) };
+    let dev = unsafe { sw_inode_dev(inode) };
+    let ino = unsafe { sw_inode_ino(inode) };
     // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
     if f_mode & (FMODE_WRITE | FMODE_CREATED) == 0 {
         let key = ReadKey { tgid, dev, ino };
