@@ -206,8 +206,8 @@ impl Capture {
         });
         self.write_log(self.started_ns, "start", fields);
         for i in 0..self.model.processes.len() {
-            let p = self.model.processes[i].clone();
-            self.write_log(self.started_ns, "process", self.process_json(&p));
+            let fields = self.process_json(&self.model.processes[i]);
+            self.write_log(self.started_ns, "process", fields);
         }
     }
 
@@ -299,8 +299,7 @@ impl Capture {
         match &event {
             Event::Exec(_) => {
                 if let Some(i) = self.model.apply(&event) {
-                    let p = self.model.processes[i].clone();
-                    let mut fields = self.process_json(&p);
+                    let mut fields = self.process_json(&self.model.processes[i]);
                     if let Value::Object(m) = &mut fields {
                         for k in [
                             "ended_at",

@@ -538,29 +538,12 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
         },
         &args.capture,
     );
-    let ends = Ends {
-        agent: None,
-        linger: Duration::ZERO,
-        duration: args.capture.duration.map(Duration::from_secs_f64),
-        when_empty: true,
-        container: None,
-        stop: None,
-    };
-    let screen = use_tui(&args.capture).then_some(Screen {
-        pane: None,
-        agent: None,
-    });
-    let report = drive(&runtime()?, capture, ring, ends, screen)?;
-    conclude(&args.capture.out, &report, 0)
+    watch_target(&args.capture, capture, ring, true, None)
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
     let replayed = replay::load(&args.log)?;
-    let tui = {
-        use std::io::IsTerminal as _;
-        !args.headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
-    };
-    if tui {
+    if interactive(args.headless) {
         runtime()?.block_on(tui::replay(replayed.records.clone(), tui_options(true)))?;
     }
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
@@ -618,20 +601,7 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
         },
         &args.capture,
     );
-    let ends = Ends {
-        agent: None,
-        linger: Duration::ZERO,
-        duration: args.capture.duration.map(Duration::from_secs_f64),
-        when_empty: false,
-        container: Some(c),
-        stop: None,
-    };
-    let screen = use_tui(&args.capture).then_some(Screen {
-        pane: None,
-        agent: None,
-    });
-    let report = drive(&runtime()?, capture, ring, ends, screen)?;
-    conclude(&args.capture.out, &report, 0)
+    watch_target(&args.capture, capture, ring, false, Some(c))
 }
 
 /// A capture with what `prepare` opened and the options every mode shares.
@@ -650,9 +620,38 @@ fn new_capture(
 }
 
 /// The TUI is used unless --headless, or when stdin and stdout are not a terminal.
-fn use_tui(args: &CaptureArgs) -> bool {
+fn interactive(headless: bool) -> bool {
     use std::io::IsTerminal as _;
-    !args.headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
+    !headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
+}
+
+fn use_tui(args: &CaptureArgs) -> bool {
+    interactive(args.headless)
+}
+
+/// attach and container: watch until the target is gone, at --duration or on a signal, then
+/// write the report and summary.
+fn watch_target(
+    args: &CaptureArgs,
+    capture: Capture,
+    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    when_empty: bool,
+    container: Option<container::Container>,
+) -> anyhow::Result<u8> {
+    let ends = Ends {
+        agent: None,
+        linger: Duration::ZERO,
+        duration: args.duration.map(Duration::from_secs_f64),
+        when_empty,
+        container,
+        stop: None,
+    };
+    let screen = use_tui(args).then_some(Screen {
+        pane: None,
+        agent: None,
+    });
+    let report = drive(&runtime()?, capture, ring, ends, screen)?;
+    conclude(&args.out, &report, 0)
 }
 
 /// What the TUI shows besides the records: the agent's terminal (run mode).
