@@ -288,6 +288,10 @@ pub(crate) struct App {
     hist: Vec<u64>,
     hist_bucket_ns: i64,
     lost_alerted: bool,
+    /// The capture's final violations arrived and replaced the alerts derived live.
+    final_alerts: bool,
+    /// Alert ids given up when that happened (the gaps were pushed again).
+    alerts_replaced: u64,
 
     pub procs: Processes,
     pub files: Rows<FileRow>,
@@ -337,6 +341,8 @@ impl App {
             hist: Vec::new(),
             hist_bucket_ns: HIST_FIRST_BUCKET_NS,
             lost_alerted: false,
+            final_alerts: false,
+            alerts_replaced: 0,
             procs: Processes::default(),
             files: Rows::new(LIST_CAP),
             file_index: HashMap::new(),
@@ -551,6 +557,9 @@ impl App {
                 }
             }
             "violation" => {
+                if !self.final_alerts {
+                    self.supersede_live_alerts();
+                }
                 let kind = AlertKind::of_violation(&v);
                 let summary = str_field(&v, "summary").unwrap_or("").to_string();
                 if kind == AlertKind::Outside && self.outside_reason.is_none() {
@@ -590,6 +599,25 @@ impl App {
             summary: summarize(&v),
             raw,
         });
+    }
+
+    /// The final list of violations covers everything the live alerts said (outside,
+    /// credential, persistence, lost), with more detail: keep only the gaps, which are not
+    /// violations, so each finding shows once.
+    fn supersede_live_alerts(&mut self) {
+        self.final_alerts = true;
+        let live = self.alerts.take_all();
+        self.alerts_replaced = self.alerts.end();
+        let gaps: Vec<Alert> = live
+            .into_iter()
+            .filter(|a| a.kind == AlertKind::Gap)
+            .collect();
+        for a in gaps {
+            self.alerts.push(a);
+        }
+        let state = &mut self.views[View::Alerts.index()];
+        state.sel = None;
+        state.offset = 0;
     }
 
     fn count_in_histogram(&mut self, since_first_ns: i64) {
@@ -693,7 +721,7 @@ impl App {
                 self.procs.procs.len() as u64 + self.procs.not_stored,
                 self.files.end(),
                 self.net.end(),
-                self.alerts.end(),
+                self.alerts.end() - self.alerts_replaced,
                 self.log.end(),
             ],
         }

@@ -212,6 +212,13 @@ impl<T> Rows<T> {
         self.items.push_back(t);
     }
 
+    /// Takes every row out; ids go on from where they were, so nothing that holds an id
+    /// (a selection, a filter's matches, a pause) can point at a row that came later.
+    pub(crate) fn take_all(&mut self) -> Vec<T> {
+        self.first = self.end();
+        self.items.drain(..).collect()
+    }
+
     /// The id of the oldest row kept (= how many were dropped).
     pub(crate) fn first(&self) -> u64 {
         self.first

@@ -744,6 +744,50 @@ fn alerts_are_newest_first_and_include_derived_ones() {
 }
 
 #[test]
+fn the_final_violations_replace_the_live_alerts() {
+    let mut app = outside_app();
+    let live = app.alerts.len();
+    assert!(live >= 4, "gap, credential, persistence, outside: {live}");
+    press(&mut app, KeyCode::Char('4'));
+    press(&mut app, KeyCode::Down);
+    for (seq, pid, summary) in [
+        (
+            200,
+            4200,
+            "pid 4200 `unshare -n curl https://example.org/` ran in net namespace 4026532600, not the agent's 4026531840",
+        ),
+        (
+            201,
+            4101,
+            "pid 4101 read credential /home/dev/.netrc (verified on ext4)",
+        ),
+    ] {
+        app.ingest(Feed::Record(
+            json!({"seq": seq, "at": "2026-11-30T11:24:18Z",
+            "kind": "violation", "violation": if pid == 4200 { "outside" } else { "credential" },
+            "pid": pid, "summary": summary}),
+        ));
+    }
+    let s = screen(&mut app, 120, 36);
+    let rows: Vec<&str> = s.lines().filter(|l| l.starts_with('+')).collect();
+    assert_eq!(
+        rows.len(),
+        3,
+        "the gap and the two violations, each once: {s}"
+    );
+    assert!(
+        rows[0].contains("verified on ext4") && rows[0].contains(" end "),
+        "{s}"
+    );
+    assert!(
+        rows[2].contains("io_uring") && rows[2].contains(" live "),
+        "{s}"
+    );
+    assert!(!s.contains("wrote persistence file"), "{s}");
+    assert_eq!(app.alerts.len(), 3);
+}
+
+#[test]
 fn agent_pane_gets_the_keyboard_with_ctrl_bracket() {
     let mut app = App::new(Options::default(), true, t0());
     assert_eq!(press(&mut app, KeyCode::Char('a')), Action::Noop);
