@@ -544,7 +544,7 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
 fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
     let replayed = replay::load(&args.log)?;
     if interactive(args.headless) {
-        runtime()?.block_on(tui::replay(replayed.records.clone(), tui_options(true)))?;
+        runtime()?.block_on(tui::replay(args.log.clone(), tui_options(true)))?;
     }
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
     let code = conclude(&args.out, &replayed.report, 0)?;

@@ -20,7 +20,19 @@ pub const LOG_SCHEMA: &str = "sandbox-watch/log/1";
 pub struct Replayed {
     pub report: Report,
     pub chain: Chain,
-    pub records: Vec<Value>,
+}
+
+/// The complete records of a log, in order, read as they are needed: the whole log is never
+/// held in memory. Stops at the first torn or unparsable line (`verify` says which).
+pub fn records(path: &Path) -> std::io::Result<impl Iterator<Item = Value> + use<>> {
+    let file = std::fs::File::open(path)?;
+    Ok(std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .map_while(|line| match serde_json::from_str::<Value>(&line) {
+            Ok(v @ Value::Object(_)) => Some(v),
+            _ => None,
+        }))
 }
 
 pub fn load(path: &Path) -> anyhow::Result<Replayed> {
@@ -32,23 +44,15 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
         ))
         .into());
     }
-    let file = std::fs::File::open(path)?;
-    let mut records = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let Ok(line) = line else { break };
-        match serde_json::from_str::<Value>(&line) {
-            Ok(v @ Value::Object(_)) => records.push(v),
-            _ => break, // a torn last line (verify already said so)
-        }
-    }
-    if records.is_empty() {
+    let mut records = records(path)?.peekable();
+    let Some(first) = records.peek() else {
         return Err(crate::target::Usage(format!(
             "{}: no complete record to replay",
             path.display()
         ))
         .into());
-    }
-    if let Some(schema) = records.first().and_then(|r| r["schema"].as_str())
+    };
+    if let Some(schema) = first["schema"].as_str()
         && schema != LOG_SCHEMA
     {
         return Err(crate::target::Usage(format!(
@@ -57,12 +61,8 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
         ))
         .into());
     }
-    let report = rebuild(&records);
-    Ok(Replayed {
-        report,
-        chain,
-        records,
-    })
+    let report = rebuild(records);
+    Ok(Replayed { report, chain })
 }
 
 fn at_ns(v: &Value) -> Option<i128> {
@@ -74,7 +74,7 @@ fn from<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
 }
 
 /// Rebuilds the report from records in log order (see README, "The record").
-pub fn rebuild(records: &[Value]) -> Report {
+pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = R>) -> Report {
     let mut target = Target {
         mode: "run".into(),
         command: Vec::new(),
@@ -100,9 +100,12 @@ pub fn rebuild(records: &[Value]) -> Report {
     let mut ended_at: Option<String> = None;
     let mut started_at = String::new();
     let mut first_agent_exec = None;
+    let mut last_at = String::new();
 
     for r in records {
+        let r = r.borrow();
         let at = r["at"].as_str().unwrap_or_default().to_string();
+        last_at.clone_from(&at);
         let pid = r["pid"].as_u64().unwrap_or(0);
         match r["kind"].as_str().unwrap_or_default() {
             "start" => {
@@ -232,13 +235,7 @@ pub fn rebuild(records: &[Value]) -> Report {
             netns,
         };
     }
-    let ended_at = ended_at.unwrap_or_else(|| {
-        records
-            .last()
-            .and_then(|r| r["at"].as_str())
-            .unwrap_or_default()
-            .to_string()
-    });
+    let ended_at = ended_at.unwrap_or(last_at);
     let end_ns = at_ns(&Value::String(ended_at.clone()));
     for e in &mut processes {
         e.verdict = if e.launcher {

@@ -16,6 +16,7 @@ mod tests;
 
 use std::io::{self, Stdout};
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -87,42 +88,37 @@ pub async fn run(
     result
 }
 
-/// Replay: the records of a log file, then Ended.
-pub async fn replay(records: Vec<serde_json::Value>, options: Options) -> io::Result<()> {
-    let reason = replay_end_reason(&records);
+/// Replay: the records of a log file, read as they are shown, then Ended.
+pub async fn replay(log: PathBuf, options: Options) -> io::Result<()> {
+    let records = crate::replay::records(&log)?;
     let (tx, rx) = mpsc::channel(4 * FEED_BATCH);
-    let feeder = tokio::spawn(async move {
-        for r in records {
-            if tx.send(Feed::Record(r)).await.is_err() {
-                return;
-            }
-        }
-        let _ = tx.send(Feed::Ended { reason }).await;
-    });
+    // A thread of its own: reading is blocking, and it ends when the screen is gone (the send
+    // fails) or the log is read.
+    std::thread::spawn(move || feed_records(records, &tx));
     let options = Options {
         replay: true,
         ..options
     };
-    let result = run(rx, options, None).await;
-    feeder.abort();
-    result.map(|_| ())
+    run(rx, options, None).await.map(|_| ())
 }
 
-/// What the screen says when a replayed log has been read to its end.
-fn replay_end_reason(records: &[serde_json::Value]) -> String {
-    let end = records
-        .iter()
-        .rev()
-        .find(|r| r.get("kind").and_then(|k| k.as_str()) == Some("end"));
-    match end {
-        Some(e) => format!(
-            "end of the log ({})",
-            e.get("ended_by")
-                .and_then(|b| b.as_str())
-                .unwrap_or("ended")
-        ),
-        None => "end of the log, which has no end record (the monitor was stopped)".into(),
+/// Sends each record, then Ended with what the screen says when the log has been read.
+fn feed_records(records: impl Iterator<Item = serde_json::Value>, tx: &mpsc::Sender<Feed>) {
+    let mut ended_by = None;
+    for r in records {
+        if r.get("kind").and_then(|k| k.as_str()) == Some("end") {
+            let by = r.get("ended_by").and_then(|b| b.as_str());
+            ended_by = Some(by.unwrap_or("ended").to_string());
+        }
+        if tx.blocking_send(Feed::Record(r)).is_err() {
+            return;
+        }
     }
+    let reason = match ended_by {
+        Some(by) => format!("end of the log ({by})"),
+        None => "end of the log, which has no end record (the monitor was stopped)".into(),
+    };
+    let _ = tx.blocking_send(Feed::Ended { reason });
 }
 
 fn now_ns() -> i64 {

@@ -219,7 +219,7 @@ fn snapshot_replay() {
         t0() + 86_400_000_000_000,
     );
     app.ingest(Feed::Ended {
-        reason: super::replay_end_reason(&session()),
+        reason: "end of the log (the agent exited)".into(),
     });
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("0:00:01"), "elapsed runs to the end record: {s}");
@@ -880,12 +880,25 @@ fn rfc3339_parsing() {
 }
 
 #[test]
-fn replay_end_reason_says_whether_the_log_ended() {
-    assert_eq!(
-        super::replay_end_reason(&session()),
-        "end of the log (the agent exited)"
-    );
-    assert!(super::replay_end_reason(&session()[..5]).contains("no end record"));
+fn replay_feeds_every_record_then_says_whether_the_log_ended() {
+    let fed = |records: Vec<Value>| {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let n = records.len();
+        let feeder = std::thread::spawn(move || super::feed_records(records.into_iter(), &tx));
+        let mut got = Vec::new();
+        while let Some(f) = rx.blocking_recv() {
+            got.push(f);
+        }
+        feeder.join().unwrap();
+        assert_eq!(got.len(), n + 1, "each record, then Ended");
+        assert!(got[..n].iter().all(|f| matches!(f, Feed::Record(_))));
+        match got.pop() {
+            Some(Feed::Ended { reason }) => reason,
+            _ => panic!("the last feed is Ended"),
+        }
+    };
+    assert_eq!(fed(session()), "end of the log (the agent exited)");
+    assert!(fed(session()[..5].to_vec()).contains("no end record"));
 }
 
 #[test]
@@ -894,7 +907,7 @@ fn run_and_replay_futures_are_send() {
     let (_tx, rx) = tokio::sync::mpsc::channel(1);
     let run = super::run(rx, Options::default(), None);
     is_send(&run);
-    let replay = super::replay(vec![], Options::default());
+    let replay = super::replay(std::path::PathBuf::new(), Options::default());
     is_send(&replay);
 }
 
