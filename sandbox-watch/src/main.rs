@@ -415,11 +415,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let Prepared {
-        classifier,
-        log,
-        ocsf,
-    } = prepare(&args.capture)?;
+    let prepared = prepare(&args.capture)?;
     let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
@@ -452,11 +448,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         },
         probe,
         model,
-        Prepared {
-            classifier,
-            log,
-            ocsf,
-        },
+        prepared,
         &args.capture,
     );
     let pid = child.release()?;
@@ -490,11 +482,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 fn attach(args: AttachArgs) -> anyhow::Result<u8> {
-    let Prepared {
-        classifier,
-        log,
-        ocsf,
-    } = prepare(&args.capture)?;
+    let prepared = prepare(&args.capture)?;
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
@@ -531,11 +519,7 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
         Mode::Attach { pid: args.pid },
         probe,
         model,
-        Prepared {
-            classifier,
-            log,
-            ocsf,
-        },
+        prepared,
         &args.capture,
     );
     watch_target(&args.capture, capture, ring, true, None)
@@ -566,11 +550,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
 }
 
 fn container(args: ContainerArgs) -> anyhow::Result<u8> {
-    let Prepared {
-        classifier,
-        log,
-        ocsf,
-    } = prepare(&args.capture)?;
+    let prepared = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let mut options = probe_options(&args.capture);
@@ -590,17 +570,7 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
         id: c.id.clone(),
         cgroup: c.cgroup.clone(),
     };
-    let capture = new_capture(
-        mode,
-        probe,
-        model,
-        Prepared {
-            classifier,
-            log,
-            ocsf,
-        },
-        &args.capture,
-    );
+    let capture = new_capture(mode, probe, model, prepared, &args.capture);
     watch_target(&args.capture, capture, ring, false, Some(c))
 }
 
