@@ -613,6 +613,39 @@ fn run_bare(ctx: &mut Ctx, w: Workload, prefix: &[&str]) -> anyhow::Result<Sampl
     })
 }
 
+/// A `sandbox-watch run` of a timed workload, finished: the workload's own timing, the
+/// monitor's peak RSS, and its CPU time without the workload's.
+struct Monitored {
+    timed: Timed,
+    watched: Watched,
+    rss_kb: u64,
+    user_ms: f64,
+    sys_ms: f64,
+}
+
+/// Starts the monitor (`cmd`, whose workload writes its timing to `timed`), watches it while it
+/// runs, and waits for it.
+fn monitor(cmd: &mut Command, timed: &Path, log: &Path, errs: &Path) -> anyhow::Result<Monitored> {
+    let mut p = Proc::spawn(cmd.stdout(Stdio::null()).stderr(File::create(errs)?))?;
+    let watcher = Watcher::start(p.pid(), Some(log));
+    let (code, ru) = p.wait4()?;
+    let watched = watcher.finish();
+    if code != 0 {
+        bail!(
+            "sandbox-watch run exited {code}; its stderr:\n{}",
+            tail_of(errs)
+        );
+    }
+    let timed = Timed::read(timed)?;
+    Ok(Monitored {
+        rss_kb: monitor_rss_kb(&ru, timed.kids_maxrss_kb, watched.hwm_kb),
+        user_ms: tv_ms(ru.ru_utime) - timed.utime_us as f64 / 1e3,
+        sys_ms: tv_ms(ru.ru_stime) - timed.stime_us as f64 / 1e3,
+        timed,
+        watched,
+    })
+}
+
 /// The workload traced by `sandbox-watch run --headless --report R --log L`.
 fn run_traced(ctx: &mut Ctx, w: Workload) -> anyhow::Result<(Sample, Value)> {
     let dir = ctx.scratch()?;
@@ -624,7 +657,7 @@ fn run_traced(ctx: &mut Ctx, w: Workload) -> anyhow::Result<(Sample, Value)> {
     );
     let argv = w.argv(ctx, &dir);
     let t0 = unix_ns_now();
-    let mut p = Proc::spawn(
+    let m = monitor(
         command(&ctx.sw)
             .args(["run", "--headless", "--report"])
             .arg(&report)
@@ -634,24 +667,11 @@ fn run_traced(ctx: &mut Ctx, w: Workload) -> anyhow::Result<(Sample, Value)> {
             .arg(&ctx.helper)
             .arg("timed")
             .arg(&out)
-            .args(&argv)
-            .stdout(Stdio::null())
-            .stderr(File::create(&errs)?),
+            .args(&argv),
+        &out,
+        &log,
+        &errs,
     )?;
-    let watcher = Watcher::start(p.pid(), Some(&log));
-    let (code, ru) = p.wait4()?;
-    let watched = watcher.finish();
-    if code != 0 {
-        bail!(
-            "sandbox-watch run exited {code}; its stderr:\n{}",
-            tail_of(&errs)
-        );
-    }
-    let timed = Timed::read(&out)?;
-    let (user, sys) = (
-        tv_ms(ru.ru_utime) - timed.utime_us as f64 / 1e3,
-        tv_ms(ru.ru_stime) - timed.stime_us as f64 / 1e3,
-    );
     let r: Value = serde_json::from_slice(&std::fs::read(&report)?)
         .with_context(|| format!("reading {}", report.display()))?;
     let attach_ms = r["processes"][0]["started_at"]
@@ -659,14 +679,14 @@ fn run_traced(ctx: &mut Ctx, w: Workload) -> anyhow::Result<(Sample, Value)> {
         .and_then(parse_rfc3339_ns)
         .map(|ns| (ns - t0) as f64 / 1e6);
     let sample = Sample {
-        ms: timed.ms(),
-        workload_cpu_ms: timed.cpu_ms(),
+        ms: m.timed.ms(),
+        workload_cpu_ms: m.timed.cpu_ms(),
         events: r["coverage"]["events"].as_u64(),
         lost: r["coverage"]["lost"].as_u64(),
-        cpu_user_ms: Some(user),
-        cpu_sys_ms: Some(sys),
-        watch_cpu_ms: watched.attached_cpu_ms.map(|a| user + sys - a),
-        rss_mb: Some(monitor_rss_kb(&ru, timed.kids_maxrss_kb, watched.hwm_kb) as f64 / 1024.0),
+        cpu_user_ms: Some(m.user_ms),
+        cpu_sys_ms: Some(m.sys_ms),
+        watch_cpu_ms: m.watched.attached_cpu_ms.map(|a| m.user_ms + m.sys_ms - a),
+        rss_mb: Some(m.rss_kb as f64 / 1024.0),
         attach_ms,
     };
     let probe = r["probe"].clone();
@@ -1212,31 +1232,15 @@ fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
         .arg("opens")
         .arg(&files_dir)
         .arg(files.to_string())
-        .arg(procs.to_string())
-        .stdout(Stdio::null())
-        .stderr(File::create(&errs)?);
+        .arg(procs.to_string());
     let started = Instant::now();
-    let mut p = Proc::spawn(&mut cmd)?;
-    let watcher = Watcher::start(p.pid(), Some(&log));
-    let (code, ru) = p.wait4()?;
+    let m = monitor(&mut cmd, &out, &log, &errs)?;
     let wall_s = started.elapsed().as_secs_f64();
-    let watched = watcher.finish();
-    if code != 0 {
-        bail!(
-            "sandbox-watch run exited {code}; its stderr:\n{}",
-            tail_of(&errs)
-        );
-    }
-    let timed = Timed::read(&out)?;
     let end = last_line(&log)?;
     if end["kind"] != "end" {
         bail!("the log does not end with an end record");
     }
-    let rss_kb = monitor_rss_kb(&ru, timed.kids_maxrss_kb, watched.hwm_kb);
-    let (user, sys) = (
-        tv_ms(ru.ru_utime) - timed.utime_us as f64 / 1e3,
-        tv_ms(ru.ru_stime) - timed.stime_us as f64 / 1e3,
-    );
+    let (user, sys, watched) = (m.user_ms, m.sys_ms, &m.watched);
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let v = json!({
         "with_report": with_report,
@@ -1246,7 +1250,7 @@ fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
         "lost_by_kind": end["lost_by_kind"],
         "file_entries": end["files"],
         "processes": end["processes"],
-        "peak_rss_mb": round3(rss_kb as f64 / 1024.0),
+        "peak_rss_mb": round3(m.rss_kb as f64 / 1024.0),
         "sampled_vmhwm_mb": round3(watched.hwm_kb as f64 / 1024.0),
         // Peaks over the 50 ms samples: the heap, and file-backed pages (the binary and the
         // ring buffer, which the monitor maps twice).
@@ -1255,7 +1259,7 @@ fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
         "monitor_cpu_user_ms": round3(user),
         "monitor_cpu_sys_ms": round3(sys),
         "monitor_cpu_after_attach_ms": watched.attached_cpu_ms.map(|a| round3(user + sys - a)),
-        "workload_ms": round3(timed.ms()),
+        "workload_ms": round3(m.timed.ms()),
         "monitor_wall_s": round3(wall_s),
         "log_mb": round3(size(&log) as f64 / 1048576.0),
         "report_mb": round3(size(&report) as f64 / 1048576.0),
