@@ -36,7 +36,12 @@ pub fn records(path: &Path) -> std::io::Result<impl Iterator<Item = Value> + use
 }
 
 pub fn load(path: &Path) -> anyhow::Result<Replayed> {
-    let chain = evidence::verify(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let chain = evidence::verify(path).map_err(|e| {
+        crate::target::Usage(format!(
+            "{}: cannot read: {e}; give the path of a log written by --log",
+            path.display()
+        ))
+    })?;
     if let Chain::NotALog { reason } = &chain {
         return Err(crate::target::Usage(format!(
             "{}: not a sandbox-watch log: {reason}",

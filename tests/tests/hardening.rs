@@ -44,6 +44,10 @@ fn logs_that_are_not_logs() {
     no_panic(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/log.jsonl"));
+    let out = sandbox_watch(&["replay", "--headless", "/no/such/log.jsonl"]);
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/log.jsonl: cannot read"));
 }
 
 #[test]
