@@ -12,6 +12,36 @@ pub fn bin() -> PathBuf {
     }
 }
 
+/// `sandbox-watch`, without what in the environment would change what a test sees: a job
+/// summary to append to, and a sudo caller to run the agent as (`sudo -E cargo xtask test`).
+/// A test that wants one of them sets it.
+pub fn command() -> Command {
+    let mut c = Command::new(bin());
+    for var in ["GITHUB_STEP_SUMMARY", "SUDO_UID", "SUDO_GID", "SUDO_USER"] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// Waits until a monitor started in the background is watching: its log's first line is
+/// written once the probe is loaded, the target traced and the signal handlers set.
+pub fn wait_attached(log: &Path, monitor: &mut std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if std::fs::read(log).is_ok_and(|b| b.contains(&b'\n')) {
+            return;
+        }
+        if let Ok(Some(status)) = monitor.try_wait() {
+            panic!("the monitor exited ({status}) before it was watching");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the monitor did not start watching within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// The tests need root; say so loudly instead of passing without testing anything.
 pub fn require_root() {
     assert!(
@@ -91,7 +121,7 @@ pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
     require_root();
     let report = dir.path().join("report.json");
     let log = dir.path().join("log.jsonl");
-    let output = Command::new(bin())
+    let output = command()
         .args(["run", "--headless", "--linger", "0.3"])
         .arg("--report")
         .arg(&report)
@@ -100,7 +130,6 @@ pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
         .args(extra)
         .arg("--")
         .args(cmd)
-        .env_remove("GITHUB_STEP_SUMMARY")
         .output()
         .expect("start sandbox-watch");
     let text = std::fs::read_to_string(&report).unwrap_or_else(|e| {
@@ -121,11 +150,7 @@ pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
 
 /// Runs sandbox-watch with arbitrary arguments.
 pub fn sandbox_watch(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .output()
-        .expect("start sandbox-watch")
+    command().args(args).output().expect("start sandbox-watch")
 }
 
 /// The test process's own net namespace inode.

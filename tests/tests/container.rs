@@ -123,7 +123,7 @@ fn unique(prefix: &str) -> String {
 
 /// `sandbox-watch container` in the background; returns (child, report path).
 fn watch(dir: &Path, target: &str, extra: &[&str]) -> std::process::Child {
-    Command::new(bin())
+    command()
         .args(["container", "--headless", "--report"])
         .arg(dir.join("report.json"))
         .arg("--log")
@@ -148,7 +148,7 @@ fn the_container_is_watched_and_nothing_else() {
     );
     let dir = tempfile::tempdir().unwrap();
     let mut monitor = watch(dir.path(), &c.id, &[]);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_attached(&dir.path().join("log.jsonl"), &mut monitor);
     c.exec(&["sh", "-c", "echo entered-later > /dev/null; sleep 0.3"]);
     // A process on the host at the same time.
     Command::new("/bin/echo")

@@ -120,16 +120,23 @@ fn signalled_capture(signal: i32) -> (tempfile::TempDir, std::process::ExitStatu
         .args(["-c", "while true; do /bin/true; sleep 0.1; done"])
         .spawn()
         .unwrap();
-    let mut monitor = Command::new(bin())
+    let log = dir.path().join("log.jsonl");
+    let mut monitor = command()
         .args(["attach", "--headless", "--log"])
-        .arg(dir.path().join("log.jsonl"))
+        .arg(&log)
         .arg("--report")
         .arg(dir.path().join("report.json"))
         .arg(target.id().to_string())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_attached(&log, &mut monitor);
+    // And until the loop's `/bin/true` has been logged at least once.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("\"/bin/true\"")) {
+        assert!(std::time::Instant::now() < deadline, "no /bin/true logged");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     unsafe { libc::kill(monitor.id() as i32, signal) };
     let status = monitor.wait().unwrap();
     target.kill().unwrap();
@@ -213,7 +220,7 @@ fn the_summary_counts_commands_and_goes_to_the_step_summary() {
     let dir = tempfile::tempdir().unwrap();
     let step = dir.path().join("step.md");
     std::fs::write(&step, "earlier step\n").unwrap();
-    let out = Command::new(bin())
+    let out = command()
         .args([
             "run",
             "--headless",
@@ -321,7 +328,7 @@ fn planted_secrets_never_reach_an_output() {
     );
     let [log, report, summary, ocsf] =
         ["log.jsonl", "report.json", "summary.md", "ocsf.jsonl"].map(|f| dir.path().join(f));
-    let out = Command::new(bin())
+    let out = command()
         .args(["run", "--headless", "--log"])
         .arg(&log)
         .arg("--report")

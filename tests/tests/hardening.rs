@@ -223,7 +223,7 @@ fn overload_is_counted_and_fails_ci_when_asked() {
 fn sigpipe_on_stdout_is_not_a_crash() {
     let r = run(&[], &["true"]);
     // `verify` prints to stdout; the reader goes away at once.
-    let mut child = Command::new(bin())
+    let mut child = command()
         .args(["verify", r.log.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -196,7 +196,7 @@ fn a_listener_left_running_is_marked() {
         f = port_file.display()
     );
     let script = format!(
-        "setsid python3 -c \"$1\" > /dev/null 2>&1 < /dev/null & while [ ! -s {f} ]; do sleep 0.05; done",
+        "setsid python3 -c \"$1\" > /dev/null 2>&1 < /dev/null & n=0; while [ ! -s {f} ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done",
         f = port_file.display()
     );
     let r = run(&[], &["sh", "-c", &script, "sh", &py]);

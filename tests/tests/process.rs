@@ -36,7 +36,8 @@ fn exit_code_and_signal_are_reported() {
         &[
             "sh",
             "-c",
-            "sh -c 'exit 7'; sleep 5 & sleep 0.3; kill -9 $!; wait; true",
+            // The kill waits until the child runs `sleep` (else it would kill the forked sh).
+            "sh -c 'exit 7'; sleep 5 & p=$!; n=0; while [ \"$(cat /proc/$p/comm)\" != sleep ] && [ $n -lt 1000 ]; do sleep 0.01; n=$((n+1)); done; kill -9 $p; wait; true",
         ],
     );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
@@ -146,24 +147,33 @@ fn attach_follows_existing_tree_and_new_children() {
     require_root();
     // A parent with a child that exists before the attach; the parent later runs a command.
     let dir = tempfile::tempdir().unwrap();
-    let go = dir.path().join("go");
+    let (ready, go) = (dir.path().join("ready"), dir.path().join("go"));
+    // Ready once the child runs `sleep`; then it waits (at most 60 s) for the go.
     let script = format!(
-        "sleep 30 & while [ ! -e {go} ]; do sleep 0.05; done; /bin/echo after-attach > /dev/null; kill $!",
+        "sleep 30 & p=$!; n=0; while [ \"$(cat /proc/$p/comm)\" != sleep ] && [ $n -lt 6000 ]; do sleep 0.01; n=$((n+1)); done; touch {ready}; \
+         n=0; while [ ! -e {go} ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; /bin/echo after-attach > /dev/null; kill $p",
+        ready = ready.display(),
         go = go.display()
     );
     let mut parent = std::process::Command::new("sh")
         .args(["-c", &script])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let report = dir.path().join("r.json");
-    let mut watcher = std::process::Command::new(bin())
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(std::time::Instant::now() < deadline, "the child never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (report, log) = (dir.path().join("r.json"), dir.path().join("log.jsonl"));
+    let mut watcher = command()
         .args(["attach", "--headless", "--report"])
         .arg(&report)
+        .arg("--log")
+        .arg(&log)
         .arg(parent.id().to_string())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_attached(&log, &mut watcher);
     std::fs::write(&go, "").unwrap();
     parent.wait().unwrap();
     let status = watcher.wait().unwrap();
@@ -172,7 +182,7 @@ fn attach_follows_existing_tree_and_new_children() {
     let procs = r["processes"].as_array().unwrap();
     let sleep = procs
         .iter()
-        .find(|p| p["argv"][0] == "sleep")
+        .find(|p| p["argv"] == serde_json::json!(["sleep", "30"]))
         .expect("the child that existed before");
     assert_eq!(sleep["preexisting"], true);
     assert_eq!(sleep["signal"], 15, "killed by the parent after the attach");
@@ -253,4 +263,41 @@ fn every_exec_strace_sees_is_in_the_report() {
         r.exec_of(&["sh", "-c", "ls /tmp > /dev/null; exit 2"])["exit_code"],
         2
     );
+}
+
+#[test]
+fn under_sudo_the_agent_runs_as_the_caller_unless_user_says_otherwise() {
+    require_root();
+    let uid_of_id = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.json");
+        let out = command()
+            .args(["run", "--headless", "--linger", "0.3", "--report"])
+            .arg(&report)
+            .args(extra)
+            .args(["--", "id", "-u"])
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let id = r["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["argv"] == serde_json::json!(["id", "-u"]))
+            .cloned()
+            .expect("the exec of id");
+        assert_eq!(
+            id["uid"].to_string(),
+            printed,
+            "the report's uid is the real one"
+        );
+        printed
+    };
+    assert_eq!(uid_of_id(&[]), "65534", "sudo's caller");
+    assert_eq!(uid_of_id(&["--user", "0"]), "0", "--user wins");
 }

@@ -107,10 +107,16 @@ fn unwritable_log_is_found_before_the_agent_starts() {
 #[test]
 fn not_root_is_exit_4_with_advice() {
     require_root();
-    // Drop to nobody for the monitor itself.
+    // Drop to nobody for the monitor itself, run from a copy nobody can reach (the checkout
+    // may sit below a directory only root may enter).
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.path().join("sandbox-watch");
+    std::fs::copy(bin(), &copy).unwrap();
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(bin())
+        .arg(&copy)
         .args(["run", "--", "true"])
         .output()
         .unwrap();
