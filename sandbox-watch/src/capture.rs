@@ -206,6 +206,11 @@ impl Capture {
         });
         self.write_log(self.started_ns, "start", fields);
         for i in 0..self.model.processes.len() {
+            // Processes there before the capture (attach, container): their argv was read from
+            // /proc, and is redacted as an exec's is.
+            let (argv, n) = crate::redact::redact_argv(&self.model.processes[i].argv);
+            self.model.processes[i].argv = argv;
+            self.redactions += n as u64;
             let fields = self.process_json(&self.model.processes[i]);
             self.write_log(self.started_ns, "process", fields);
         }
@@ -292,7 +297,11 @@ impl Capture {
         };
         let at = event.header().ktime_ns;
         if let Event::Exec(exec) = &mut event {
-            let (argv, n) = crate::redact::redact_argv(&exec.argv);
+            let (argv, n) = if exec.argv_truncated {
+                crate::redact::redact_cut_argv(&exec.argv)
+            } else {
+                crate::redact::redact_argv(&exec.argv)
+            };
             exec.argv = argv;
             self.redactions += n as u64;
         }

@@ -51,6 +51,40 @@ pub fn redact_argv(argv: &[String]) -> (Vec<String>, usize) {
     (out, n)
 }
 
+/// [`redact_argv`] for an argv the kernel cut at its limit: the last argument ends where the cut
+/// fell, so a token or key there is only its beginning, which the whole shapes do not match.
+/// Such a beginning is redacted to the end.
+pub fn redact_cut_argv(argv: &[String]) -> (Vec<String>, usize) {
+    let (mut out, mut n) = redact_argv(argv);
+    if let Some(last) = out.last_mut()
+        && let Some(at) = cut_secret_start(last)
+    {
+        last.replace_range(at.., REDACTED);
+        n += 1;
+    }
+    (out, n)
+}
+
+/// Where a secret cut by the end of `s` starts: a token's known prefix running to the end, or
+/// a private key block with no end line.
+fn cut_secret_start(s: &str) -> Option<usize> {
+    if let Some(m) = CUT_TOKEN.find(s) {
+        return Some(m.start());
+    }
+    let begin = CUT_PEM.find(s)?;
+    (!s[begin.end()..].contains("-----END")).then_some(begin.end())
+}
+
+static CUT_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?:gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|xapp-|eyJ|sk-|glpat-|AIza|[sr]k_(?:live|test)_|npm_|hf_|pypi-)[A-Za-z0-9_.-]*$",
+    )
+    .unwrap()
+});
+
+static CUT_PEM: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----").unwrap());
+
 /// True when a single string looks like a secret token by shape (the whole string is one
 /// GitHub, AWS, Slack, JWT, OpenAI/Anthropic, GitLab, … token, or a private key block).
 #[cfg_attr(not(test), allow(dead_code))]
@@ -1031,6 +1065,34 @@ fn redact_script(script: &str, depth: usize, n: &mut usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_secret_cut_by_the_argv_limit_is_redacted_to_the_end() {
+        let argv = |last: &str| vec!["/bin/true".to_string(), "pad".into(), last.to_string()];
+        for (last, want) in [
+            ("ghp_abcdefghijklmnopqr", "[REDACTED]"),
+            ("--token=ghp_abc", "--token=[REDACTED]"),
+            ("token eyJhbGciOi", "token [REDACTED]"),
+            ("x sk-ant-api03-abc", "x [REDACTED]"),
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA",
+                "-----BEGIN OPENSSH PRIVATE KEY-----[REDACTED]",
+            ),
+        ] {
+            let (out, n) = super::redact_cut_argv(&argv(last));
+            assert_eq!(out[2], want, "{last}");
+            assert!(n >= 1, "{last}");
+        }
+        // Not a secret's beginning: left as it is, and only the last argument is looked at.
+        for last in ["hello world", "ask-me", "release-v1", "a ghp_x b"] {
+            let (out, n) = super::redact_cut_argv(&argv(last));
+            assert_eq!((out[2].as_str(), n), (last, 0), "{last}");
+        }
+        let (out, n) = super::redact_cut_argv(&["ghp_abc".into(), "last".into()]);
+        assert_eq!((out, n), (vec!["ghp_abc".to_string(), "last".into()], 0));
+        // Uncut, a beginning is not a token.
+        assert_eq!(super::redact_argv(&argv("ghp_abc")).1, 0);
+    }
+
     use super::*;
 
     fn argv(s: &[&str]) -> Vec<String> {

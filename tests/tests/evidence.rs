@@ -368,6 +368,116 @@ fn planted_secrets_never_reach_an_output() {
     assert!(outputs[2].contains("[REDACTED]"));
 }
 
+/// Every output of a capture, as text: log, report, summary, OCSF, and the monitor's stdout
+/// and stderr.
+fn all_outputs(dir: &std::path::Path, out: &std::process::Output) -> Vec<String> {
+    let mut texts = vec![
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    ];
+    for f in ["log.jsonl", "report.json", "summary.md", "ocsf.jsonl"] {
+        let p = dir.join(f);
+        texts.push(std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+    }
+    texts
+}
+
+fn outputs_args(dir: &std::path::Path) -> Vec<String> {
+    [
+        "--log",
+        "log.jsonl",
+        "--report",
+        "report.json",
+        "--summary",
+        "summary.md",
+        "--ocsf",
+        "ocsf.jsonl",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, a)| {
+        if i % 2 == 1 {
+            dir.join(a).display().to_string()
+        } else {
+            a.to_string()
+        }
+    })
+    .collect()
+}
+
+#[test]
+fn secrets_in_the_argv_of_processes_there_before_an_attach_are_redacted() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let token = "ghp_PLANTEDbeforeATTACHplanted1234567890";
+    // $0 and $1 of the script are the two secret-bearing arguments.
+    let mut target = Command::new("sh")
+        .args(["-c", "sleep 2", "--password=hunter2-BEFORE-attach", token])
+        .spawn()
+        .unwrap();
+    let out = command()
+        .args(["attach", "--headless"])
+        .args(outputs_args(dir.path()))
+        .arg(target.id().to_string())
+        .output()
+        .unwrap();
+    target.wait().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let texts = all_outputs(dir.path(), &out);
+    for secret in [token, "hunter2-BEFORE-attach"] {
+        for (i, text) in texts.iter().enumerate() {
+            assert!(!text.contains(secret), "{secret} found in output {i}");
+        }
+    }
+    let r: Value = serde_json::from_str(&texts[3]).unwrap();
+    assert!(
+        r["redactions"].as_u64().unwrap() >= 2,
+        "{}",
+        r["redactions"]
+    );
+    let first = &r["processes"][0];
+    assert_eq!(first["preexisting"], true);
+    assert_eq!(first["argv"][3], "--password=[REDACTED]", "{first:#}");
+    assert_eq!(first["argv"][4], "[REDACTED]", "{first:#}");
+}
+
+#[test]
+fn a_token_cut_by_the_argv_limit_is_redacted() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // The kernel keeps 32 KiB of argv: the pad puts the cut inside the token.
+    let pad = "a".repeat(32 * 1024 - 40);
+    let token = format!("ghp_{}", "PLANTEDcut".repeat(20));
+    let out = command()
+        .args(["run", "--headless", "--linger", "0.3"])
+        .args(outputs_args(dir.path()))
+        .args(["--", "/bin/true", &pad, &token])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let texts = all_outputs(dir.path(), &out);
+    for (i, text) in texts.iter().enumerate() {
+        assert!(
+            !text.contains("ghp_PLANTEDcut"),
+            "the cut token in output {i}"
+        );
+    }
+    let r: Value = serde_json::from_str(&texts[3]).unwrap();
+    let e = &r["processes"][0];
+    assert_eq!(e["argv_truncated"], true, "the cut fell inside the argv");
+    assert_eq!(e["argv"][2], "[REDACTED]");
+}
+
 #[test]
 fn the_ocsf_export_has_records_of_each_class() {
     let dir = tempfile::tempdir().unwrap();
