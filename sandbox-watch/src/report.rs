@@ -289,6 +289,25 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     out
 }
 
+/// Writes that change no file: the null device, terminals, pipes and sockets.
+fn not_a_file(f: &FileEntry) -> bool {
+    const DEVICES: [&str; 7] = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/ptmx",
+    ];
+    DEVICES.contains(&f.path.as_str())
+        || f.path.starts_with("/dev/pts/")
+        || matches!(
+            f.fs.as_deref(),
+            Some("devpts" | "pipefs" | "sockfs" | "anon_inode")
+        )
+}
+
 fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     let Some(addr) = n.addr.as_deref().and_then(|a| a.parse().ok()) else {
         return true;
@@ -386,12 +405,11 @@ impl Report {
         let count = |op: crate::files::Op| {
             self.files
                 .iter()
-                .filter(|f| f.op == op)
+                .filter(|f| f.op == op && !not_a_file(f))
                 .map(|f| f.path.as_str())
                 .collect::<std::collections::BTreeSet<_>>()
                 .len()
         };
-        use crate::files::Op;
         s.push_str(&format!(
             "- **Files**: {} written, {} created, {} removed, {} renamed, {} read\n",
             count(Op::Write),
@@ -400,22 +418,36 @@ impl Report {
             count(Op::Rename),
             count(Op::Read)
         ));
+        // A rename is named by where the file went.
+        let landed = |f: &FileEntry| f.new_path.clone().unwrap_or_else(|| f.path.clone());
         let creds: Vec<String> = self
             .files
             .iter()
-            .filter(|f| f.credential)
-            .map(|f| f.path.clone())
+            .filter(|f| f.credential && f.op == Op::Read)
+            .map(landed)
+            .collect();
+        let creds_changed: Vec<String> = self
+            .files
+            .iter()
+            .filter(|f| f.credential && f.op != Op::Read)
+            .map(|f| format!("{} ({})", landed(f), verb(f.op)))
             .collect();
         let pers: Vec<String> = self
             .files
             .iter()
             .filter(|f| f.persistence)
-            .map(|f| f.path.clone())
+            .map(landed)
             .collect();
         s.push_str(&format!(
             "- **Credentials read**: {}\n",
             list_or_none(&creds)
         ));
+        if !creds_changed.is_empty() {
+            s.push_str(&format!(
+                "- **Credentials changed**: {}\n",
+                list_or_none(&creds_changed)
+            ));
+        }
         s.push_str(&format!(
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
@@ -519,5 +551,95 @@ fn list_or_none(items: &[String]) -> String {
         format!("{} and {} more", shown.join(", "), v.len() - 10)
     } else {
         shown.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(v: serde_json::Value) -> FileEntry {
+        let mut base = json!({"pid": 7, "credential": false, "verified": true,
+            "persistence": false, "count": 1});
+        base.as_object_mut()
+            .unwrap()
+            .extend(v.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn report(files: Vec<FileEntry>) -> Report {
+        assemble(
+            Parts {
+                target: Target {
+                    mode: "run".into(),
+                    command: vec!["agent".into()],
+                    pid: Some(7),
+                    container: None,
+                },
+                agent: Agent {
+                    pid: Some(7),
+                    netns: Some(1),
+                },
+                started_at: "2026-11-30T00:00:00Z".into(),
+                ended_at: "2026-11-30T00:00:01Z".into(),
+                exit: Exit::default(),
+                probe: ProbeInfo {
+                    file_open: "tracepoint".into(),
+                    gaps: vec![],
+                },
+                events: 10,
+                lost_by_kind: BTreeMap::new(),
+                undecodable: 0,
+                processes: vec![],
+                files,
+                network: vec![],
+                redactions: 0,
+            },
+            &Policy::new(vec![]),
+        )
+    }
+
+    #[test]
+    fn the_summary_names_renames_by_where_they_went_and_counts_real_files() {
+        let r = report(vec![
+            file(
+                json!({"op": "rename", "path": "/h/.ssh/authorized_keys.tmp",
+                "new_path": "/h/.ssh/authorized_keys", "persistence": true}),
+            ),
+            file(json!({"op": "read", "path": "/h/.netrc", "credential": true, "fs": "ext2/3/4"})),
+            file(json!({"op": "create", "path": "/h/.aws/credentials", "credential": true})),
+            file(json!({"op": "write", "path": "/dev/null", "fs": "tmpfs"})),
+            file(json!({"op": "write", "path": "/h/project/main.py", "fs": "ext2/3/4"})),
+            file(json!({"op": "write", "path": "pipe:[123]", "fs": "pipefs"})),
+        ]);
+        let s = r.summary();
+        let line = |head: &str| {
+            s.lines()
+                .find(|l| l.starts_with(head))
+                .unwrap_or_else(|| panic!("{head} in {s}"))
+                .to_string()
+        };
+        assert!(
+            line("- **Files**")
+                .starts_with("- **Files**: 1 written, 1 created, 0 removed, 1 renamed, 1 read"),
+            "{s}"
+        );
+        let pers = line("- **Persistence written**");
+        assert!(
+            pers.contains("/h/.ssh/authorized_keys") && !pers.contains(".tmp"),
+            "{pers}"
+        );
+        let read = line("- **Credentials read**");
+        assert!(
+            read.contains("/h/.netrc") && !read.contains(".aws"),
+            "{read}"
+        );
+        assert!(line("- **Credentials changed**").contains("/h/.aws/credentials (created)"));
+        // No credential changed: no such line.
+        let quiet = report(vec![file(
+            json!({"op": "read", "path": "/h/.netrc", "credential": true}),
+        )]);
+        assert!(!quiet.summary().contains("Credentials changed"));
     }
 }
