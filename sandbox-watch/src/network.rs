@@ -31,7 +31,8 @@ pub struct NetEntry {
     /// dns: why the datagram could not be read as a query.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub malformed: Option<String>,
-    /// ok, refused, in_progress (no outcome seen), sent (dns: the answer is not watched), or
+    /// ok, refused, in_progress (no outcome seen), sent (dns: the query was handed to send*;
+    /// neither the call's result nor the answer is watched), or
     /// the error's name (ENETUNREACH, ETIMEDOUT, …).
     pub result: String,
     pub netns: Option<u64>,
@@ -103,8 +104,18 @@ pub struct Network {
 /// destination, name, result and namespace.
 pub fn same_key(e: &NetEntry) -> String {
     format!(
-        "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
-        e.pid, e.op, e.proto, e.addr, e.path, e.port, e.name, e.result, e.netns
+        "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        e.pid,
+        e.op,
+        e.proto,
+        e.addr,
+        e.path,
+        e.port,
+        e.name,
+        e.qtype,
+        e.malformed,
+        e.result,
+        e.netns
     )
 }
 
@@ -293,6 +304,50 @@ mod tests {
         assert!(
             n.apply(&net(NetOp::ConnectResult, 80, 0, 10), "t3", Some(7))
                 .is_none()
+        );
+    }
+
+    fn query(name: &str, qtype: u16) -> Vec<u8> {
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.split('.') {
+            q.push(label.len() as u8);
+            q.extend_from_slice(label.as_bytes());
+        }
+        q.push(0);
+        q.extend_from_slice(&qtype.to_be_bytes());
+        q.extend_from_slice(&1u16.to_be_bytes());
+        q
+    }
+
+    #[test]
+    fn dns_queries_aggregate_by_name_and_type() {
+        let mut n = Network::default();
+        for (i, (name, qtype)) in [
+            ("example.com", 1),
+            ("example.com", 28),
+            ("example.com", 1),
+            ("other.test", 16),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut e = net(NetOp::Dns, 53, 0, i as u64);
+            (e.sock_type, e.protocol) = (2, 17);
+            e.payload = query(name, qtype);
+            n.apply(&e, "t", Some(7));
+        }
+        let got: Vec<(Option<&str>, Option<&str>, u64)> = n
+            .entries
+            .iter()
+            .map(|e| (e.name.as_deref(), e.qtype.as_deref(), e.count))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("example.com"), Some("A"), 2),
+                (Some("example.com"), Some("AAAA"), 1),
+                (Some("other.test"), Some("TXT"), 1),
+            ]
         );
     }
 
