@@ -578,6 +578,8 @@ impl Capture {
                 path: w.path().display().to_string(),
                 records: w.records(),
                 head: w.head().to_string(),
+                chain: None,
+                chain_message: None,
             }
         });
         report

@@ -486,8 +486,9 @@ impl Verdict {
             Verdict::Unended { records, torn } => {
                 let mut s = format!(
                     "{path}: unended: the hash chain of {records} {} is unbroken but there is no \
-                     end record, so the capture did not finish (the monitor was killed, or is \
-                     still running).",
+                     end record: the capture did not finish (the monitor was killed, or is \
+                     still running), or records were cut from the end, which the chain cannot \
+                     show.",
                     plural(*records, "record", "records")
                 );
                 if *torn {

@@ -37,6 +37,8 @@ use target::Usage;
 const EXIT_VIOLATION: u8 = 3;
 const EXIT_USAGE: u8 = 2;
 const EXIT_PROBE: u8 = 4;
+/// `replay` of a log without its end record (as `verify` says of it).
+const EXIT_UNENDED: u8 = 5;
 
 #[derive(Parser)]
 #[command(
@@ -527,25 +529,38 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
 
 fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
     let replayed = replay::load(&args.log)?;
-    if interactive(args.headless) {
-        runtime()?.block_on(tui::replay(args.log.clone(), tui_options(true)))?;
-    }
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
+    let problem = match &replayed.chain {
+        evidence::Verdict::Tampered { .. } => Some(true),
+        evidence::Verdict::Unended { .. } => Some(false),
+        _ => None,
+    };
+    if interactive(args.headless) {
+        let options = tui::Options {
+            log_problem: problem.map(|tampered| tui::LogProblem {
+                tampered,
+                message: chain_msg.clone(),
+            }),
+            ..tui_options(true)
+        };
+        runtime()?.block_on(tui::replay(args.log.clone(), options))?;
+    }
     let code = conclude(&args.out, &replayed.report, 0)?;
-    match replayed.chain {
-        evidence::Verdict::Tampered { .. } => {
+    match problem {
+        Some(true) => {
             eprintln!(
                 "\nsandbox-watch: THIS LOG FAILED VERIFICATION. {chain_msg}\nThe report above was rebuilt from records that cannot be trusted."
             );
             Ok(1)
         }
-        evidence::Verdict::Unended { .. } => {
+        Some(false) => {
             eprintln!(
                 "\nsandbox-watch: {chain_msg}\nThe report covers the records up to where the log stops."
             );
-            Ok(code)
+            // Not a clean record: say so in the status too, as `verify` does.
+            Ok(if code == 0 { EXIT_UNENDED } else { code })
         }
-        _ => Ok(code),
+        None => Ok(code),
     }
 }
 
@@ -634,6 +649,7 @@ fn tui_options(replay: bool) -> tui::Options {
     tui::Options {
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
         replay,
+        log_problem: None,
     }
 }
 

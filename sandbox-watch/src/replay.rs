@@ -11,7 +11,7 @@ use crate::files::FileEntry;
 use crate::model::Verdict;
 use crate::netpolicy::{self, Policy};
 use crate::network::NetEntry;
-use crate::report::{self, Agent, Exit, Parts, ProbeInfo, ProcessEntry, Report, Target};
+use crate::report::{self, Agent, Exit, LogInfo, Parts, ProbeInfo, ProcessEntry, Report, Target};
 
 /// The log format this version writes and reads (in the `start` record).
 pub const LOG_SCHEMA: &str = "sandbox-watch/log/1";
@@ -66,7 +66,25 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
         ))
         .into());
     }
-    let report = rebuild(records);
+    let (mut count, mut head) = (0u64, String::new());
+    let mut report = rebuild(records.inspect(|r| {
+        count += 1;
+        head = r["hash"].as_str().unwrap_or_default().to_string();
+    }));
+    report.log = Some(LogInfo {
+        path: path.display().to_string(),
+        records: count,
+        head,
+        chain: Some(
+            match chain {
+                Chain::Intact { .. } => "intact",
+                Chain::Unended { .. } => "unended",
+                Chain::Tampered { .. } | Chain::NotALog { .. } => "tampered",
+            }
+            .to_string(),
+        ),
+        chain_message: Some(chain.message(&path.display().to_string())),
+    });
     Ok(Replayed { report, chain })
 }
 

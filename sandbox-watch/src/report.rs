@@ -119,6 +119,12 @@ pub struct LogInfo {
     pub path: String,
     pub records: u64,
     pub head: String,
+    /// Replay: what the hash chain check of the log said (`intact`, `unended`, `tampered`),
+    /// and its sentence. A live capture wrote the log itself and has neither.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub chain: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub chain_message: Option<String>,
 }
 
 /// Everything a report is made of, from a live capture or from a log (replay).
@@ -355,7 +361,24 @@ impl Report {
             Verdict::Inside => "INSIDE",
             Verdict::Outside => "OUTSIDE",
         };
+        // A replayed log that failed its check: nothing below can be trusted, so that first.
+        if let Some(log) = &self.log
+            && log.chain.as_deref() == Some("tampered")
+        {
+            s.push_str(&format!(
+                "## sandbox-watch: THIS LOG FAILED VERIFICATION — {}\n\nWhat follows was rebuilt from records that cannot be trusted.\n\n",
+                log.chain_message.as_deref().unwrap_or("")
+            ));
+        }
         s.push_str(&format!("## sandbox-watch: {verdict} — {first}\n\n"));
+        if let Some(log) = &self.log
+            && log.chain.as_deref() == Some("unended")
+        {
+            s.push_str(&format!(
+                "> {} Processes listed as left running may only be where the log stops; event counts are unknown.\n\n",
+                log.chain_message.as_deref().unwrap_or("")
+            ));
+        }
         let target = match self.target.mode.as_str() {
             "run" => format!("`{}`", self.target.command.join(" ")),
             "attach" => format!("pid {}", self.target.pid.unwrap_or(0)),

@@ -172,7 +172,7 @@ fn sigkill_leaves_a_log_whose_complete_lines_verify() {
     let (code, text) = verify(&log);
     assert_eq!(code, Some(5), "{text}");
     assert!(lines(&log).len() > 1, "records were written as they came");
-    // replay says the log stops early but rebuilds what is there.
+    // replay says the log stops early (status 5, as verify) but rebuilds what is there.
     let out = sandbox_watch(&[
         "replay",
         "--headless",
@@ -180,16 +180,15 @@ fn sigkill_leaves_a_log_whose_complete_lines_verify() {
         dir.path().join("replayed.json").to_str().unwrap(),
         log.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("no end record"), "{stderr}");
     let replayed: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("replayed.json")).unwrap())
             .unwrap();
     assert!(!replayed["processes"].as_array().unwrap().is_empty());
+    assert_eq!(replayed["log"]["chain"], "unended");
+    assert_eq!(replayed["log"]["records"], lines(&log).len());
 }
 
 #[test]
@@ -306,9 +305,33 @@ fn replay_rebuilds_the_report() {
     l[i] = l[i].replace("/etc/hostname", "/etc/hostnamf");
     let bad = r.dir.path().join("bad.jsonl");
     write_lines(&bad, &l);
-    let out = sandbox_watch(&["replay", "--headless", bad.to_str().unwrap()]);
+    let bad_report = r.dir.path().join("bad-report.json");
+    let out = sandbox_watch(&[
+        "replay",
+        "--headless",
+        "--report",
+        bad_report.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("FAILED VERIFICATION"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("## sandbox-watch: THIS LOG FAILED VERIFICATION"),
+        "the summary's first line: {stderr}"
+    );
+    let bad_report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&bad_report).unwrap()).unwrap();
+    assert_eq!(bad_report["log"]["chain"], "tampered");
+    assert!(
+        bad_report["log"]["chain_message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("TAMPERED at record {i}")),
+        "{:#}",
+        bad_report["log"]
+    );
+    // The intact log's replay says so too.
+    assert_eq!(again["log"]["chain"], "intact");
 }
 
 #[test]

@@ -46,12 +46,23 @@ pub enum Feed {
     Ended { reason: String },
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// NO_COLOR is set: no colours, bold and reverse only.
     pub no_color: bool,
     /// Showing a recorded log: elapsed time runs to its end, quitting never asks.
     pub replay: bool,
+    /// Replay: what the log's hash chain check said, when it was not intact.
+    pub log_problem: Option<LogProblem>,
+}
+
+/// A replayed log that is not intact: shown in the header the whole time.
+#[derive(Debug, Clone)]
+pub struct LogProblem {
+    /// The chain is broken (else it only lacks its end record).
+    pub tampered: bool,
+    /// What `verify` says of it.
+    pub message: String,
 }
 
 /// What the user chose when quitting.

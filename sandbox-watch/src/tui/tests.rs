@@ -213,7 +213,7 @@ fn snapshot_replay() {
         session(),
         Options {
             replay: true,
-            no_color: false,
+            ..Options::default()
         },
         // The wall clock is far past the log: replay's elapsed time ends at the end record.
         t0() + 86_400_000_000_000,
@@ -226,6 +226,37 @@ fn snapshot_replay() {
     assert!(s.contains("REPLAY"), "{s}");
     assert!(s.contains("end of the log (the agent exited)"), "{s}");
     snap("replay", &mut app, 80, 24);
+}
+
+#[test]
+fn a_replayed_log_that_failed_its_check_says_so_before_the_verdict() {
+    let problem = |tampered: bool, message: &str| Options {
+        replay: true,
+        log_problem: Some(super::LogProblem {
+            tampered,
+            message: message.into(),
+        }),
+        ..Options::default()
+    };
+    let mut app = app_from(
+        session(),
+        problem(
+            true,
+            "run.jsonl: TAMPERED at record 12: its hash does not match",
+        ),
+        t0(),
+    );
+    let s = screen(&mut app, 120, 36);
+    let header: Vec<&str> = s.lines().take(3).collect();
+    assert!(header[0].contains("TAMPERED"), "{s}");
+    assert!(
+        header[2].contains("THIS LOG FAILED VERIFICATION: run.jsonl: TAMPERED at record 12"),
+        "{s}"
+    );
+    let mut app = app_from(session(), problem(false, "run.jsonl: unended"), t0());
+    let s = screen(&mut app, 120, 36);
+    assert!(s.lines().next().unwrap().contains("UNENDED"), "{s}");
+    assert!(!s.contains("FAILED VERIFICATION"), "{s}");
 }
 
 #[test]
@@ -317,7 +348,7 @@ fn lost_events_are_red() {
 fn no_color_uses_only_bold_and_reverse() {
     let opts = Options {
         no_color: true,
-        replay: false,
+        ..Options::default()
     };
     let mut app = app_from(session(), opts, t0());
     for r in outside_records() {
@@ -673,7 +704,7 @@ fn quitting_asks_while_the_agent_runs() {
         session().into_iter().take(5).collect(),
         Options {
             replay: true,
-            no_color: false,
+            ..Options::default()
         },
         t0(),
     );

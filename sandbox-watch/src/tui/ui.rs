@@ -184,6 +184,17 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, them
         badges.push(Span::styled(" REPLAY ", theme.badge()));
         badges.push(Span::raw(" "));
     }
+    match &app.options.log_problem {
+        Some(p) if p.tampered => {
+            badges.push(Span::styled(" TAMPERED ", theme.outside()));
+            badges.push(Span::raw(" "));
+        }
+        Some(_) => {
+            badges.push(Span::styled(" UNENDED ", theme.badge()));
+            badges.push(Span::raw(" "));
+        }
+        None => {}
+    }
     badges.push(verdict);
     let badges = Line::from(badges);
     let bw = badges.width() as u16;
@@ -243,7 +254,16 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, them
     let [left, right] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(hw)]).areas(rows[2]);
     let width = left.width as usize;
-    let l3 = if info.outside {
+    let l3 = if let Some(p) = app.options.log_problem.as_ref().filter(|p| p.tampered) {
+        // Nothing below can be trusted: that comes before any verdict.
+        Line::from(Span::styled(
+            head(
+                &format!(" ✗ THIS LOG FAILED VERIFICATION: {}", p.message),
+                width,
+            ),
+            theme.bad(),
+        ))
+    } else if info.outside {
         let reason = info.reason.as_deref().unwrap_or("");
         Line::from(vec![
             Span::styled(" ✗ OUTSIDE: ", theme.bad()),
