@@ -673,18 +673,47 @@ fn drive(
     capture.log_start();
     let (stop, stop_rx) = tokio::sync::oneshot::channel();
     ends.stop = Some(stop_rx);
+    let (done, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+    // The agent's terminal, for leaving the agent running after the TUI is gone.
+    let keep = match &screen.pane {
+        Some(fd) => Some(fd.try_clone()?),
+        None => None,
+    };
     rt.block_on(async move {
         let capturing = async {
             let watched = capture.watch(ring, ends).await;
             let report = capture.finish();
             let reason = capture.ended_by.clone();
+            let _ = done.send(());
             let _ = feed.send(tui::Feed::Ended { reason }).await;
             watched.map(|_| report)
         };
         let showing = async {
             let quit = tui::run(feed_rx, tui_options(false), screen.pane).await;
-            if let (Ok(tui::Quit::Normal), Some(agent)) = (&quit, screen.agent) {
-                let _ = nix::sys::signal::killpg(agent, nix::sys::signal::Signal::SIGTERM);
+            match (&quit, screen.agent) {
+                (Ok(tui::Quit::StopAgent), Some(agent)) => {
+                    // Stop it, and let the capture see it go (its end ends the capture); one
+                    // that ignores SIGTERM gets SIGKILL.
+                    use nix::sys::signal::{Signal, killpg};
+                    use tokio::sync::oneshot::error::TryRecvError;
+                    if matches!(done_rx.try_recv(), Err(TryRecvError::Empty)) {
+                        let _ = killpg(agent, Signal::SIGTERM);
+                        let three = Duration::from_secs(3);
+                        if tokio::time::timeout(three, &mut done_rx).await.is_err() {
+                            let _ = killpg(agent, Signal::SIGKILL);
+                            let two = Duration::from_secs(2);
+                            let _ = tokio::time::timeout(two, &mut done_rx).await;
+                        }
+                    }
+                }
+                (Ok(tui::Quit::LeaveAgentRunning), _) => {
+                    if let Some(master) = keep
+                        && let Err(e) = target::keep_terminal_open(master)
+                    {
+                        eprintln!("sandbox-watch: cannot keep the agent's terminal open: {e}");
+                    }
+                }
+                _ => {}
             }
             let _ = stop.send(());
             quit

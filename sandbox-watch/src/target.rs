@@ -186,6 +186,39 @@ impl GatedChild {
     }
 }
 
+/// Leaves the agent running after the monitor quits: its pseudo-terminal would hang up (and
+/// the kernel send it SIGHUP) when the monitor's side closes, so a small process of its own
+/// keeps that side open, reading and dropping the agent's output, until the agent's side is
+/// closed by all. It holds nothing else of the monitor's (no probe, no log).
+pub fn keep_terminal_open(master: OwnedFd) -> std::io::Result<()> {
+    // SAFETY: the child only makes system calls (the process may have threads).
+    match unsafe { nix::unistd::fork() }.map_err(std::io::Error::from)? {
+        ForkResult::Parent { .. } => Ok(()),
+        ForkResult::Child => unsafe {
+            libc::setsid();
+            libc::prctl(libc::PR_SET_NAME, c"sw-agent-pty".as_ptr());
+            if libc::dup2(master.as_raw_fd(), 0) < 0 {
+                libc::_exit(1);
+            }
+            // Every other descriptor: the probe's links and maps, the log, the terminal.
+            if libc::syscall(libc::SYS_close_range, 1u32, u32::MAX, 0u32) != 0 {
+                for fd in 1..65536 {
+                    libc::close(fd);
+                }
+            }
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = libc::read(0, buf.as_mut_ptr().cast(), buf.len());
+                if n > 0 || (n < 0 && *libc::__errno_location() == libc::EINTR) {
+                    continue;
+                }
+                // EIO: no process has the agent's side open any more.
+                libc::_exit(0);
+            }
+        },
+    }
+}
+
 fn read_stat(pid: u32) -> Option<procfs::process::Stat> {
     procfs::process::Process::new(pid as i32).ok()?.stat().ok()
 }

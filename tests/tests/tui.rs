@@ -101,6 +101,64 @@ fn a_live_capture_shows_outside_help_and_quits_with_q() {
     assert_eq!(r["verdict"], "outside");
 }
 
+/// Quits while the agent (`sleep SECS`) still runs, answering `answer`; returns the report's
+/// entry of the agent and the monitor's exit status.
+fn quit_while_the_agent_runs(answer: &str, secs: &str) -> (serde_json::Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let t = Tmux::start(
+        &format!("quit-{answer}"),
+        120,
+        36,
+        &format!(
+            "{} run --report {} -- sleep {secs}",
+            bin().display(),
+            report.display()
+        ),
+    );
+    t.wait_for(&format!("sleep {secs}"), 20);
+    t.keys(&["q"]);
+    t.wait_for("Leave it running?", 5);
+    t.keys(&[answer]);
+    let s = t.wait_for("SW-EXIT=", 20);
+    let status = s
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("SW-EXIT="))
+        .unwrap()
+        .to_string();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let agent = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["argv"] == serde_json::json!(["sleep", secs]))
+        .cloned()
+        .expect("the agent's entry");
+    (agent, status)
+}
+
+#[test]
+fn quitting_and_stopping_the_agent_records_its_end() {
+    let (agent, status) = quit_while_the_agent_runs("n", "31");
+    assert_eq!(agent["signal"], 15, "{agent:#}");
+    assert_eq!(agent["running_at_end"], false, "{agent:#}");
+    assert_eq!(status, "143", "the agent's own end, 128 + SIGTERM");
+}
+
+#[test]
+fn quitting_and_leaving_the_agent_running_leaves_it_running() {
+    let (agent, status) = quit_while_the_agent_runs("y", "32");
+    assert_eq!(agent["running_at_end"], true, "{agent:#}");
+    assert_eq!(status, "0");
+    let pid = agent["pid"].as_i64().unwrap() as i32;
+    // Still there after the monitor is gone: its terminal did not hang up.
+    std::thread::sleep(Duration::from_millis(500));
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(alive, "the agent was left running");
+}
+
 #[test]
 fn a_tiny_terminal_says_so() {
     let t = Tmux::start(

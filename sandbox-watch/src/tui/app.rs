@@ -973,7 +973,7 @@ impl App {
         if self.confirm_quit {
             return match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => Action::Quit(Quit::LeaveAgentRunning),
-                KeyCode::Char('n') | KeyCode::Char('N') => Action::Quit(Quit::Normal),
+                KeyCode::Char('n') | KeyCode::Char('N') => Action::Quit(Quit::StopAgent),
                 _ => Action::CancelQuit,
             };
         }

@@ -68,9 +68,11 @@ pub struct LogProblem {
 /// What the user chose when quitting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quit {
-    /// Quit. While the agent still runs (answer `n` to "leave the agent running?") this means
-    /// the caller should stop it as it would on SIGINT.
+    /// Quit: nothing of the agent's runs any more, or this is not run mode.
     Normal,
+    /// Quit and stop the agent, as on SIGINT (answer `n` to "leave it running?", or the
+    /// terminal went away).
+    StopAgent,
     /// Quit the TUI and leave the agent running (answer `y`).
     LeaveAgentRunning,
 }
@@ -203,7 +205,7 @@ async fn event_loop(
             LoopEvent::Term(Ok(TermEvent::Resize(..))) => app.dirty = true,
             LoopEvent::Term(Ok(_)) => {}
             LoopEvent::Term(Err(e)) => return Err(e),
-            LoopEvent::TermClosed => return Ok(Quit::Normal),
+            LoopEvent::TermClosed => return Ok(Quit::StopAgent),
             LoopEvent::Tick => {
                 app.now_ns = now_ns();
                 frames_since_draw += 1;

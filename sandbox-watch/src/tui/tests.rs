@@ -688,7 +688,7 @@ fn quitting_asks_while_the_agent_runs() {
     press_mod(&mut app, KeyCode::Char('c'), KeyModifiers::CONTROL);
     assert_eq!(
         press(&mut app, KeyCode::Char('n')),
-        Action::Quit(Quit::Normal)
+        Action::Quit(Quit::StopAgent)
     );
 
     // Once the capture ended, q quits at once.
