@@ -80,12 +80,8 @@ pub enum LogError {
     Exists { path: String },
     #[error("{path}: is a symbolic link; refusing to write the log through it")]
     Symlink { path: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: String, error: io::Error },
 }
 
 /// Writes the evidence log. Records are buffered in memory by [`LogWriter::append`] and written
@@ -111,9 +107,9 @@ impl LogWriter {
     /// FIFO, a device) is refused even with `force`. The file is opened O_APPEND.
     pub fn create(path: &Path, force: bool) -> Result<LogWriter, LogError> {
         let shown = path.display().to_string();
-        let io_err = |source: io::Error| LogError::Io {
+        let io_err = |error: io::Error| LogError::Io {
             path: shown.clone(),
-            source,
+            error,
         };
         let mut opts = OpenOptions::new();
         // O_NONBLOCK keeps an open of a FIFO planted at `path` from waiting for a reader; it
@@ -285,10 +281,10 @@ impl LogWriter {
         &self.path
     }
 
-    fn io_err(&self, source: io::Error) -> LogError {
+    fn io_err(&self, error: io::Error) -> LogError {
         LogError::Io {
             path: self.path.display().to_string(),
-            source,
+            error,
         }
     }
 }

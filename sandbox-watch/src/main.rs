@@ -96,8 +96,8 @@ struct CaptureArgs {
     /// Network Activity 4001, DNS Activity 4003).
     #[arg(long, value_name = "PATH")]
     ocsf: Option<PathBuf>,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    /// Stop after this many seconds (what is still running then is reported and left running).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_duration)]
     duration: Option<f64>,
     /// Also count reads of files matching this glob as credential reads (repeatable).
     #[arg(long = "credential", value_name = "GLOB")]
@@ -108,9 +108,11 @@ struct CaptureArgs {
     /// Compare verdicts with this net namespace instead (a pid or /proc/PID/ns/net).
     #[arg(long, value_name = "PID|/proc/PID/ns/net")]
     agent_netns: Option<String>,
-    /// Allowed destinations (repeatable): CIDR[:PORT] or HOST:PORT. Connects and DNS queries
-    /// outside them are `network` violations. Without it there are none.
-    #[arg(long = "allow-net", value_name = "CIDR[:PORT]|HOST:PORT", value_parser = parse_allow_net)]
+    /// Allowed destinations (repeatable): CIDR[:PORT] or HOST[:PORT] (no port: any port;
+    /// *.domain for its subdomains). A connect no rule allows is a `network` violation, and so
+    /// is a DNS question unless a host rule names it or a rule allows its resolver (the
+    /// resolver's address, any port or 53). Without the option there are none.
+    #[arg(long = "allow-net", value_name = "CIDR[:PORT]|HOST[:PORT]", value_parser = parse_allow_net)]
     allow_net: Vec<String>,
     /// Ring buffer size in bytes (a power of two, at least 4096).
     #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
@@ -129,7 +131,8 @@ struct RunArgs {
         long,
         value_name = "SECS",
         default_value_t = 1.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = parse_secs
     )]
     linger: f64,
     /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
@@ -194,12 +197,14 @@ fn parse_pid(s: &str) -> Result<u32, String> {
 struct Kinds(Vec<String>);
 
 fn parse_fail_on(s: &str) -> Result<Kinds, String> {
-    let kinds: Vec<String> = s
-        .split(',')
-        .map(|k| k.trim().to_string())
-        .filter(|k| !k.is_empty())
-        .collect();
+    let kinds: Vec<String> = s.split(',').map(|k| k.trim().to_string()).collect();
     for k in &kinds {
+        if k.is_empty() {
+            return Err(format!(
+                "an empty kind in '{s}'; give a comma list of {}",
+                report::VIOLATION_KINDS.join(", ")
+            ));
+        }
         if !report::VIOLATION_KINDS.contains(&k.as_str()) {
             return Err(format!(
                 "unknown kind '{k}'; choose from {}",
@@ -244,13 +249,35 @@ pub fn policy(rules: &[String]) -> netpolicy::Policy {
 }
 
 fn parse_ring_size(s: &str) -> Result<u32, String> {
-    let n: u32 = s
+    let n: u64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of bytes"))?;
+    if n > 1 << 30 {
+        return Err(format!("{n} is too large; give a power of two up to 1 GiB"));
+    }
+    let n = n as u32;
     if n < 4096 || !n.is_power_of_two() {
         return Err(format!("{n} is not a power of two of at least 4096"));
     }
     Ok(n)
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!(
+            "'{s}' is not a positive number of seconds; give one like 30 or 0.5"
+        )),
+    }
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!(
+            "'{s}' is not a number of seconds; give one like 1, 0.5 or 30"
+        )),
+    }
 }
 
 fn parse_file_hook(s: &str) -> Result<FileHook, String> {
@@ -336,14 +363,12 @@ fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
         );
     }
     let classifier = classify::Classifier::new(&globs)?;
-    if let Some(d) = args.duration
-        && !(d > 0.0 && d.is_finite())
-    {
-        return Err(Usage(format!("--duration {d}: give a positive number of seconds")).into());
-    }
-    for path in [&args.out.report, &args.out.summary].into_iter().flatten() {
-        check_writable(path)?;
-    }
+    check_outputs(&[
+        ("--log", args.log.as_deref()),
+        ("--report", args.out.report.as_deref()),
+        ("--summary", summary_path(&args.out).as_deref()),
+        ("--ocsf", args.ocsf.as_deref()),
+    ])?;
     let log = match &args.log {
         Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
         None => None,
@@ -359,27 +384,87 @@ fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
     })
 }
 
-/// A report or summary path whose directory does not exist is found now, not at the end.
-fn check_writable(path: &Path) -> Result<(), Usage> {
+/// Every output path is checked before anything starts, so a run is never lost to a path
+/// that cannot be written at its end: each is a file (not a directory) in a directory that
+/// exists, can be written, and no two options name the same file.
+fn check_outputs(named: &[(&str, Option<&Path>)]) -> Result<(), Usage> {
+    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    for &(option, path) in named {
+        let Some(path) = path else { continue };
+        let what = || format!("{option} {}", path.display());
+        if path.is_dir() {
+            return Err(Usage(format!(
+                "{}: is a directory; give a file path",
+                what()
+            )));
+        }
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(Usage(format!(
+                "{}: directory {} does not exist",
+                what(),
+                dir.display()
+            )));
+        }
+        if nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_err() {
+            return Err(Usage(format!(
+                "{}: directory {} is not writable",
+                what(),
+                dir.display()
+            )));
+        }
+        let file = file_key(path);
+        if let Some((other, _)) = seen.iter().find(|(_, f)| *f == file) {
+            return Err(Usage(format!(
+                "{other} and {option} name the same file ({}); give each its own",
+                path.display()
+            )));
+        }
+        seen.push((option, file));
+    }
+    // The report and summary are written at the end: try now (the log and OCSF files are
+    // opened now anyway). An existing file is opened without changing it; a new one is created
+    // and removed.
+    for &(option, path) in named {
+        let Some(path) = path.filter(|_| matches!(option, "--report" | "--summary")) else {
+            continue;
+        };
+        let tried = if path.exists() {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(drop)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .and_then(|_| std::fs::remove_file(path))
+        };
+        tried.map_err(|e| Usage(format!("{option} {}: cannot write it: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// A path with its directory resolved, to tell whether two options name one file.
+fn file_key(path: &Path) -> PathBuf {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(Usage(format!(
-            "{}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        )));
-    }
-    if nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_err() {
-        return Err(Usage(format!(
-            "{}: directory {} is not writable",
-            path.display(),
-            dir.display()
-        )));
-    }
-    Ok(())
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .join(path.file_name().unwrap_or_default())
+}
+
+/// Where the summary goes: --summary, else $GITHUB_STEP_SUMMARY when set.
+fn summary_path(out: &Outputs) -> Option<PathBuf> {
+    out.summary
+        .clone()
+        .or_else(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from))
 }
 
 fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
@@ -388,8 +473,16 @@ fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
         Ok(pid) => format!("/proc/{pid}/ns/net"),
         Err(_) => spec.to_string(),
     };
-    let link = std::fs::read_link(&path)
-        .map_err(|e| Usage(format!("--agent-netns {spec}: {path}: {e}")))?;
+    let link = std::fs::read_link(&path).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::EINVAL) => "is not a namespace link".to_string(),
+            Some(libc::ENOENT) if spec.parse::<u32>().is_ok() => "no such process".to_string(),
+            _ => e.to_string(),
+        };
+        Usage(format!(
+            "--agent-netns {spec}: {path} {why}; give a pid or /proc/PID/ns/net"
+        ))
+    })?;
     let link = link.to_string_lossy();
     link.starts_with("net:[")
         .then(|| target::parse_ns_link(&link))
@@ -528,6 +621,23 @@ fn attach(args: AttachArgs) -> anyhow::Result<u8> {
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
+    let summary = summary_path(&args.out);
+    check_outputs(&[
+        ("--report", args.out.report.as_deref()),
+        ("--summary", summary.as_deref()),
+    ])?;
+    for (option, path) in [("--report", &args.out.report), ("--summary", &summary)] {
+        if path
+            .as_deref()
+            .is_some_and(|p| file_key(p) == file_key(&args.log))
+        {
+            return Err(Usage(format!(
+                "the log and {option} name the same file ({}); give the output its own",
+                args.log.display()
+            ))
+            .into());
+        }
+    }
     let replayed = replay::load(&args.log)?;
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
     let problem = match &replayed.chain {
@@ -751,11 +861,7 @@ fn conclude(args: &Outputs, report: &report::Report, code: u8) -> anyhow::Result
         write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     let summary = report.summary();
-    let summary_path = args
-        .summary
-        .clone()
-        .or_else(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from));
-    if let Some(path) = summary_path {
+    if let Some(path) = summary_path(args) {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -215,7 +215,10 @@ impl Probe {
                     return Err(ProbeError::Attach {
                         program: "security_file_open",
                         hook: "fentry/security_file_open".into(),
-                        error: e,
+                        error: format!(
+                            "{e}. This kernel refuses fentry: leave out --file-hook (the syscall \
+                             tracepoints are used then) or pass --file-hook tracepoint"
+                        ),
                     });
                 }
                 Err(e) => {
@@ -353,9 +356,33 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
         .ok_or("program missing")?;
     let prog: &mut FEntry = prog.try_into().map_err(|e| format!("{e}"))?;
     prog.load("security_file_open", btf)
-        .map_err(|e| format!("{e:#}"))?;
-    prog.attach().map_err(|e| format!("{e:#}"))?;
+        .map_err(|e| causes(&e))?;
+    prog.attach().map_err(|e| causes(&e))?;
     Ok(())
+}
+
+/// An error and its causes in one line ("… Verifier output: : Operation not permitted" reads
+/// better without the empty verifier output).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(cause) = next {
+        parts.push(cause.to_string());
+        next = cause.source();
+    }
+    let mut line = String::new();
+    for p in &parts {
+        let p = p.trim().trim_end_matches("Verifier output:").trim();
+        let p = p.trim_end_matches('.');
+        if p.is_empty() || line.contains(p) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(p);
+    }
+    line
 }
 
 /// Index into the per-kind drop counters.

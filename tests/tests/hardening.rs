@@ -259,7 +259,24 @@ fn a_process_that_exits_before_the_attach() {
 
 #[test]
 fn more_bad_options() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 14] = [
+        (&["run", "--fail-on", "", "--", "true"], "an empty kind"),
+        (
+            &["run", "--fail-on", "credential,,outside", "--", "true"],
+            "an empty kind",
+        ),
+        (
+            &["run", "--duration", "abc", "--", "true"],
+            "not a positive number of seconds",
+        ),
+        (
+            &["run", "--ring-buffer", "99999999999999", "--", "true"],
+            "too large",
+        ),
+        (
+            &["run", "--agent-netns", "/etc/passwd", "--", "true"],
+            "not a namespace link",
+        ),
         (
             &["run", "--allow-net", "10.0.0.0/33", "--", "true"],
             "prefix",

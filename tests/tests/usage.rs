@@ -102,6 +102,55 @@ fn unwritable_log_is_found_before_the_agent_starts() {
         "does not exist",
     );
     assert!(!marker.exists(), "the agent must not start");
+    // Every output that could not be written at the end is found now too.
+    let d = dir.path().display().to_string();
+    let same = format!("{d}/same.out");
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["--log".into(), d.clone()], "is a directory".into()),
+        (vec!["--report".into(), d.clone()], "is a directory".into()),
+        (vec!["--summary".into(), d.clone()], "is a directory".into()),
+        (
+            vec!["--report".into(), "/proc/r.json".into()],
+            "--report /proc/r.json: cannot write it".into(),
+        ),
+        (
+            vec![
+                "--log".into(),
+                same.clone(),
+                "--report".into(),
+                same.clone(),
+            ],
+            "--log and --report name the same file".into(),
+        ),
+        (
+            vec![
+                "--log".into(),
+                same.clone(),
+                "--ocsf".into(),
+                format!("{d}/./same.out"),
+            ],
+            "--log and --ocsf name the same file".into(),
+        ),
+    ];
+    for (opts, says) in cases {
+        let mut args: Vec<&str> = vec!["run"];
+        args.extend(opts.iter().map(String::as_str));
+        args.extend(["--", "sh", "-c", &cmd]);
+        check(&args, 2, &says);
+        assert!(!marker.exists(), "{opts:?}: the agent must not start");
+        assert!(
+            !std::path::Path::new(&same).exists(),
+            "{opts:?}: nothing left behind"
+        );
+    }
+    // replay must not write its report over the log it reads.
+    std::fs::write(&same, "{}\n").unwrap();
+    check(
+        &["replay", "--headless", "--report", &same, &same],
+        2,
+        "the log and --report name the same file",
+    );
+    assert_eq!(std::fs::read_to_string(&same).unwrap(), "{}\n");
 }
 
 #[test]
