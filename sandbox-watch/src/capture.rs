@@ -538,8 +538,24 @@ impl Capture {
         // The log ends with what the report concluded: counts the events did not carry, the
         // violations, and the end record.
         for f in report.files.iter().filter(|f| f.count > 1) {
-            let fields = json!({ "pid": f.pid, "path": f.path, "dev": f.dev, "ino": f.ino, "count": f.count });
+            let fields = json!({ "pid": f.pid, "op": f.op, "path": f.path, "dev": f.dev, "ino": f.ino, "count": f.count });
             self.write_log(end_ns, "file_count", fields);
+        }
+        // Hashes of what was written, as the files were at the end (once a path).
+        let mut hashed = std::collections::HashSet::new();
+        for f in &report.files {
+            let path = f.new_path.as_ref().unwrap_or(&f.path);
+            if (f.sha256.is_some() || f.sha256_skipped.is_some()) && hashed.insert(path.clone()) {
+                let fields =
+                    json!({ "path": path, "sha256": f.sha256, "sha256_skipped": f.sha256_skipped });
+                self.write_log(end_ns, "file_hash", fields);
+            }
+        }
+        for n in report.network.iter() {
+            if let Some(listening) = n.listening_at_end {
+                let fields = json!({ "pid": n.pid, "proto": n.proto, "addr": n.addr, "port": n.port, "listening_at_end": listening });
+                self.write_log(end_ns, "listening", fields);
+            }
         }
         // `kind` names the record in the log: the violation's own kind is `violation` there.
         for v in &report.violations {

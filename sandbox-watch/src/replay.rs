@@ -124,6 +124,9 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
     let mut started_at = String::new();
     let mut first_agent_exec = None;
     let mut last_at = String::new();
+    // Read at the end of a capture: file hashes by path, listeners still listening.
+    let mut hashes: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
+    let mut listening: Vec<(u64, Option<u64>, bool)> = Vec::new();
 
     for r in records {
         let r = r.borrow();
@@ -200,8 +203,11 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
                 }
             }
             "file_count" => {
+                // Counts are of reads unless the record says otherwise (older logs do not).
+                let op: crate::files::Op = from(&r["op"]).unwrap_or(crate::files::Op::Read);
                 if let Some(f) = files.entries.iter_mut().rev().find(|f| {
                     f.pid as u64 == pid
+                        && f.op == op
                         && f.path == r["path"].as_str().unwrap_or_default()
                         && f.ino == r["ino"].as_u64()
                 }) {
@@ -236,6 +242,16 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
                     n.result = r["result"].as_str().unwrap_or("in_progress").to_string();
                     n.last_at = at.clone();
                 }
+            }
+            "file_hash" => {
+                let text = |k: &str| r[k].as_str().map(str::to_string);
+                if let Some(path) = text("path") {
+                    hashes.insert(path, (text("sha256"), text("sha256_skipped")));
+                }
+            }
+            "listening" => {
+                let still = r["listening_at_end"].as_bool().unwrap_or(false);
+                listening.push((pid, r["port"].as_u64(), still));
             }
             "end" => {
                 ended_at = Some(at.clone());
@@ -280,6 +296,25 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
     }
     for n in &mut network {
         n.verdict = Verdict::of(n.netns, agent.netns);
+        if let Some(&(_, _, still)) = listening.iter().find(|(p, port, _)| {
+            n.op == "listen" && *p == n.pid as u64 && *port == n.port.map(u64::from)
+        }) {
+            n.listening_at_end = Some(still);
+        }
+    }
+    let mut files = files.entries;
+    for f in &mut files {
+        let path = match f.op {
+            crate::files::Op::Write | crate::files::Op::Create => &f.path,
+            crate::files::Op::Rename => match &f.new_path {
+                Some(p) => p,
+                None => continue,
+            },
+            _ => continue,
+        };
+        if let Some((sum, skipped)) = hashes.get(path) {
+            (f.sha256, f.sha256_skipped) = (sum.clone(), skipped.clone());
+        }
     }
     report::assemble(
         Parts {
@@ -293,7 +328,7 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
             lost_by_kind,
             undecodable: 0,
             processes,
-            files: files.entries,
+            files,
             network,
             redactions,
         },

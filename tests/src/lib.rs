@@ -103,6 +103,10 @@ impl Run {
         found[0]
     }
 
+    pub fn network(&self) -> &Vec<Value> {
+        self.report["network"].as_array().expect("network")
+    }
+
     pub fn files_at(&self, path: &str) -> Vec<&Value> {
         self.files().iter().filter(|f| f["path"] == path).collect()
     }

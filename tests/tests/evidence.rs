@@ -243,13 +243,25 @@ fn the_summary_counts_commands_and_goes_to_the_step_summary() {
 
 #[test]
 fn replay_rebuilds_the_report() {
-    let r = run(
-        &[],
-        &[
-            "sh",
-            "-c",
-            "for i in 1 2 3; do cat /etc/hostname > /dev/null; done; sh -c 'exit 3'; true",
-        ],
+    // Reads, a failing command, a written file (hashed at the end) and a listener left running.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let listener = format!(
+        "import socket, time\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\nopen('{d}/port', 'w').write(str(s.getsockname()[1]))\ntime.sleep(20)\n"
+    );
+    let script = format!(
+        "for i in 1 2 3; do cat /etc/hostname > /dev/null; done; sh -c 'exit 3'; echo hello > {d}/out.txt; \
+         setsid python3 -c \"$1\" > /dev/null 2>&1 < /dev/null & n=0; while [ ! -s {d}/port ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; true"
+    );
+    let r = run_in(dir, &[], &["sh", "-c", &script, "sh", &listener]);
+    let listen: Vec<&Value> = r.network().iter().filter(|n| n["op"] == "listen").collect();
+    assert_eq!(listen.len(), 1, "{:#?}", r.network());
+    assert_eq!(listen[0]["listening_at_end"], true);
+    unsafe { libc::kill(listen[0]["pid"].as_i64().unwrap() as i32, libc::SIGKILL) };
+    let hashed = r.files_at(&format!("{d}/out.txt"));
+    assert!(
+        hashed.iter().any(|f| f["sha256"].is_string()),
+        "{hashed:#?}"
     );
     let replayed = r.dir.path().join("replayed.json");
     let out = sandbox_watch(&[
@@ -294,6 +306,23 @@ fn replay_rebuilds_the_report() {
             .collect()
     };
     assert_eq!(counts(&again), counts(&r.report));
+    // What the end of the capture found travels in the log too.
+    let hashes = |v: &Value| -> Vec<(Value, Value, Value)> {
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["path"].clone(),
+                    f["sha256"].clone(),
+                    f["sha256_skipped"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(hashes(&again), hashes(&r.report));
+    assert_eq!(again["network"], r.report["network"]);
 
     // A tampered log is said so loudly.
     let mut l = lines(&r.log);

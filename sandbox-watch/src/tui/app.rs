@@ -295,8 +295,8 @@ pub(crate) struct App {
 
     pub procs: Processes,
     pub files: Rows<FileRow>,
-    /// (pid, dev, ino) → the id of its newest file row, for `file_count` records.
-    file_index: HashMap<(u32, String, u64), u64>,
+    /// (pid, op, dev, ino) → the id of its newest file row, for `file_count` records.
+    file_index: HashMap<(u32, String, String, u64), u64>,
     pub net: Rows<NetRow>,
     pub alerts: Rows<Alert>,
     pub log: Rows<LogRow>,
@@ -1316,13 +1316,15 @@ impl App {
     }
 }
 
-/// A file record's identity for `file_count`: (pid, dev, ino).
-fn file_key(v: &Value) -> Option<(u32, String, u64)> {
+/// A file record's identity for `file_count`: (pid, op, dev, ino); a count without `op` (older
+/// logs) is of reads.
+fn file_key(v: &Value) -> Option<(u32, String, String, u64)> {
     let dev = match v.get("dev")? {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    Some((pid_field(v, "pid")?, dev, u64_field(v, "ino")?))
+    let op = str_field(v, "op").unwrap_or("read").to_string();
+    Some((pid_field(v, "pid")?, op, dev, u64_field(v, "ino")?))
 }
 
 fn verb(op: &str) -> &str {

@@ -763,6 +763,23 @@ pub(crate) fn summarize(v: &Value) -> String {
                 .unwrap_or_default()
         ),
         "violation" => str_field(v, "summary").unwrap_or("").to_string(),
+        "file_hash" => {
+            let path = str_field(v, "path").unwrap_or("");
+            match (str_field(v, "sha256"), str_field(v, "sha256_skipped")) {
+                (Some(sum), _) => format!("{path} at the end: sha256 {sum}"),
+                (None, Some(why)) => format!("{path} at the end: not hashed, {why}"),
+                (None, None) => format!("{path} at the end"),
+            }
+        }
+        "listening" => {
+            let r = NetRow::from_record(v, &Arc::from(""));
+            let still = if bool_field(v, "listening_at_end") {
+                "still listening"
+            } else {
+                "no longer listening"
+            };
+            format!("pid {pid} {} {} {still} at the end", r.proto, r.dest)
+        }
         "end" => {
             let by = str_field(v, "ended_by").unwrap_or("?");
             let verdict = str_field(v, "verdict").unwrap_or("?");
