@@ -196,6 +196,13 @@ impl Capture {
 
     /// The first log record: what is watched and how.
     pub fn log_start(&mut self) {
+        // Processes there before the capture (attach, container): their argv was read from
+        // /proc, and is redacted as an exec's is, before anything is written.
+        for p in &mut self.model.processes {
+            let (argv, n) = crate::redact::redact_argv(&p.argv);
+            p.argv = argv;
+            self.redactions += n as u64;
+        }
         let fields = json!({
             "target": self.target(),
             "probe": self.probe_info(),
@@ -206,11 +213,6 @@ impl Capture {
         });
         self.write_log(self.started_ns, "start", fields);
         for i in 0..self.model.processes.len() {
-            // Processes there before the capture (attach, container): their argv was read from
-            // /proc, and is redacted as an exec's is.
-            let (argv, n) = crate::redact::redact_argv(&self.model.processes[i].argv);
-            self.model.processes[i].argv = argv;
-            self.redactions += n as u64;
             let fields = self.process_json(&self.model.processes[i]);
             self.write_log(self.started_ns, "process", fields);
         }
@@ -235,7 +237,14 @@ impl Capture {
             },
             Mode::Attach { pid } => Target {
                 mode: "attach".into(),
-                command: Vec::new(),
+                // The attached process's own command line (read from /proc, redacted).
+                command: self
+                    .model
+                    .processes
+                    .iter()
+                    .find(|p| p.pid == *pid)
+                    .map(|p| p.argv.clone())
+                    .unwrap_or_default(),
                 pid: Some(*pid),
                 container: None,
             },
@@ -507,7 +516,19 @@ impl Capture {
                 code: None,
                 signal: Some(sig as i32),
             },
-            _ => Exit::default(),
+            // attach: the attached process's own end, when it ended.
+            _ => match &self.mode {
+                Mode::Attach { pid } => self
+                    .model
+                    .processes
+                    .iter()
+                    .find(|p| p.pid == *pid && !p.running())
+                    .map_or_else(Exit::default, |p| Exit {
+                        code: p.exit_code,
+                        signal: p.signal,
+                    }),
+                _ => Exit::default(),
+            },
         };
         let mut report = report::assemble(
             report::Parts {

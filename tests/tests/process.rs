@@ -193,7 +193,35 @@ fn attach_follows_existing_tree_and_new_children() {
     assert_eq!(echo["ppid"], parent.id());
     assert_eq!(echo["preexisting"], false);
     assert_eq!(r["target"]["mode"], "attach");
+    assert_eq!(
+        r["target"]["command"][0], "sh",
+        "the attached process's command line"
+    );
+    assert_eq!(r["exit"]["code"], 0, "the attached process's own end");
     assert_eq!(r["agent"]["netns"], own_netns());
+}
+
+#[test]
+fn a_capture_ended_while_the_agent_runs_has_no_leftovers_yet() {
+    let r = run(&["--duration", "1"], &["sleep", "7"]);
+    let sleep = r.exec_of(&["sleep", "7"]);
+    unsafe { libc::kill(sleep["pid"].as_i64().unwrap() as i32, libc::SIGKILL) };
+    assert_eq!(sleep["running_at_end"], true);
+    assert_eq!(
+        r.report["exit"],
+        serde_json::json!({"code": null, "signal": null})
+    );
+    let leftovers: Vec<&Value> = r.report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "leftover")
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "the agent itself still runs: {leftovers:#?}"
+    );
+    assert!(r.stderr().contains("**Left running**: "), "{}", r.stderr());
 }
 
 #[test]
