@@ -31,10 +31,12 @@ pub enum EventKind {
     Unlink = 5,
     Rename = 6,
     Net = 7,
+    /// An open that failed (the path as the caller gave it, with its directory).
+    OpenFailed = 8,
 }
 
 /// Number of event kinds plus one: the size of the per-kind drop counter array.
-pub const KIND_SLOTS: u32 = 8;
+pub const KIND_SLOTS: u32 = 9;
 
 impl EventKind {
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -46,6 +48,7 @@ impl EventKind {
             5 => Self::Unlink,
             6 => Self::Rename,
             7 => Self::Net,
+            8 => Self::OpenFailed,
             _ => return None,
         })
     }
@@ -59,6 +62,7 @@ impl EventKind {
             Self::Unlink => "unlink",
             Self::Rename => "rename",
             Self::Net => "net",
+            Self::OpenFailed => "open_failed",
         }
     }
 
@@ -73,6 +77,7 @@ impl EventKind {
             Self::Unlink => core::mem::size_of::<FileEvent>(),
             Self::Rename => core::mem::size_of::<FileEvent>(),
             Self::Net => core::mem::size_of::<NetEvent>(),
+            Self::OpenFailed => core::mem::size_of::<FileEvent>(),
         }
     }
 }
@@ -170,7 +175,7 @@ pub struct FileEvent {
     pub path_len: u32,
     pub new_path_kind: u32,
     pub new_path_len: u32,
-    /// Syscall result for unlink/rename (0 or -errno); 0 for opens (only successes are sent).
+    /// Syscall result for unlink/rename and failed opens (0 or -errno); 0 for opens.
     pub result: i32,
     pub _pad: u32,
 }

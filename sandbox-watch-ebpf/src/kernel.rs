@@ -37,6 +37,7 @@ unsafe extern "C" {
     pub fn sw_sk_remote_port_be(sk: Ptr) -> u32;
     pub fn sw_sk_local_addr(sk: Ptr, out: *mut u8);
     pub fn sw_sk_remote_addr(sk: Ptr, out: *mut u8);
+    pub fn sw_syscall_args(args: *mut u64);
 }
 
 /// Set in the length a path walk returns when the path was cut.

@@ -381,6 +381,14 @@ impl Capture {
                     self.write_log(at, "net", fields);
                 }
             }
+            Event::FailedOpen(f) => {
+                if let Some(i) = self.files.failed_open(&self.classifier, f) {
+                    let mut e = self.files.entries[i].clone();
+                    e.count = 1;
+                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
+                    self.write_log(at, "file_failed", fields);
+                }
+            }
             Event::Unlink(op) | Event::Rename(op) => {
                 let kind = if op.new_path.is_some() {
                     Op::Rename
@@ -395,7 +403,7 @@ impl Capture {
                     }
                     None => {
                         let fields = json!({ "pid": op.header.tgid, "op": kind, "path": op.path,
-                            "new_path": op.new_path, "result": op.result });
+                            "new_path": op.new_path, "result": crate::files::errno_name(op.result) });
                         self.write_log(at, "file_failed", fields);
                     }
                 }

@@ -62,6 +62,17 @@ pub struct PathOp {
     pub result: i32,
 }
 
+/// An open that failed: no file, so the path is the caller's (its directory from the kernel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailedOpen {
+    pub header: Header,
+    pub path: String,
+    pub path_truncated: bool,
+    pub open_flags: u32,
+    /// -errno.
+    pub result: i32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetOp {
     Connect,
@@ -109,6 +120,7 @@ pub enum Event {
     FileOpen(FileOpen),
     Unlink(PathOp),
     Rename(PathOp),
+    FailedOpen(FailedOpen),
     Net(Net),
 }
 
@@ -119,6 +131,7 @@ impl Event {
             Event::Exec(e) => &e.header,
             Event::FileOpen(f) => &f.header,
             Event::Unlink(p) | Event::Rename(p) => &p.header,
+            Event::FailedOpen(f) => &f.header,
             Event::Net(n) => &n.header,
         }
     }
@@ -206,6 +219,17 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 f_mode: f.f_mode,
                 path: path_from_walk(path_bytes),
                 path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+            })
+        }
+        EventKind::OpenFailed => {
+            let f: FileEvent = read(bytes).expect("length checked");
+            let path = take(kind, tail, f.path_len as usize)?;
+            Event::FailedOpen(FailedOpen {
+                header: hdr,
+                path: path_of(f.path_kind, path),
+                path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+                open_flags: f.open_flags,
+                result: f.result,
             })
         }
         EventKind::Unlink | EventKind::Rename => {

@@ -9,7 +9,7 @@ use sandbox_watch_common::ReadKey;
 use serde::{Deserialize, Serialize};
 
 use crate::classify::{self, Classifier};
-use crate::decode::{FileOpen, PathOp};
+use crate::decode::{FailedOpen, FileOpen, PathOp};
 
 const O_WRONLY: u32 = 0o1;
 const O_RDWR: u32 = 0o2;
@@ -21,7 +21,7 @@ const FMODE_CREATED: u32 = 0x100000;
 /// Files larger than this are not hashed at the end (the entry says so).
 pub const HASH_LIMIT: u64 = 64 << 20;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     Read,
@@ -82,6 +82,18 @@ pub struct FileEntry {
     pub sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256_skipped: Option<String>,
+    /// An open that failed: the error's name (EACCES, EPERM, ENOENT, …). The path is then the
+    /// caller's, not the kernel's file (not verified).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub result: Option<String>,
+}
+
+/// The name of a -errno result: `EACCES`.
+pub fn errno_name(result: i32) -> String {
+    match nix::errno::Errno::from_raw(-result) {
+        nix::errno::Errno::UnknownErrno => format!("errno {}", -result),
+        e => format!("{e:?}"),
+    }
 }
 
 /// Open flags as people write them: `O_WRONLY|O_CREAT|O_TRUNC`.
@@ -136,6 +148,8 @@ pub struct Files {
     /// Folded reads: (tgid, process start, directory) → entry.
     folds: HashMap<(u32, u64, String), u32>,
     detailed_reads: usize,
+    /// Failed opens kept: (tgid, path, op, error) → entry.
+    failed: HashMap<(u32, String, Op, String), usize>,
 }
 
 /// What the capture loop must do after a file event.
@@ -199,6 +213,7 @@ impl Files {
             folded: None,
             sha256: None,
             sha256_skipped: None,
+            result: None,
         };
         let index = if plain_read && self.detailed_reads >= DETAILED_READS {
             self.fold(start_ns, &entry)
@@ -255,6 +270,58 @@ impl Files {
         i
     }
 
+    /// An open that failed (refused, or failed otherwise: the kernel does not send opens of
+    /// files that are not there). Repeats are counted.
+    pub fn failed_open(&mut self, classifier: &Classifier, f: &FailedOpen) -> Option<usize> {
+        const O_ACCMODE: u32 = 0o3;
+        const O_CREAT: u32 = 0o100;
+        const O_TRUNC: u32 = 0o1000;
+        let writes = f.open_flags & (O_ACCMODE | O_CREAT | O_TRUNC) != 0;
+        let op = if writes { Op::Write } else { Op::Read };
+        let c = classifier.classify(&f.path, 0, f.path_truncated, writes);
+        self.add_failed(FileEntry {
+            pid: f.header.tgid,
+            op,
+            path: f.path.clone(),
+            new_path: None,
+            fs: None,
+            magic: None,
+            dev: None,
+            ino: None,
+            path_truncated: f.path_truncated,
+            flags: Some(open_flags(f.open_flags)),
+            credential: c.credential,
+            verified: false,
+            unverified_reason: c
+                .credential
+                .then(|| "the open failed: the path is the caller's".to_string()),
+            persistence: c.persistence,
+            count: 1,
+            folded: None,
+            sha256: None,
+            sha256_skipped: None,
+            result: Some(errno_name(f.result)),
+        })
+    }
+
+    /// A failed open, counted with its repeats (same process, path, operation and error).
+    pub fn add_failed(&mut self, entry: FileEntry) -> Option<usize> {
+        let key = (
+            entry.pid,
+            entry.path.clone(),
+            entry.op,
+            entry.result.clone().unwrap_or_default(),
+        );
+        if let Some(&i) = self.failed.get(&key) {
+            self.entries[i].count += entry.count;
+            return Some(i);
+        }
+        self.entries.push(entry);
+        let i = self.entries.len() - 1;
+        self.failed.insert(key, i);
+        Some(i)
+    }
+
     /// A delete or rename; failed ones are not entries (the log keeps them).
     pub fn path_op(&mut self, classifier: &Classifier, op: Op, p: &PathOp) -> Option<usize> {
         if p.result != 0 {
@@ -284,6 +351,7 @@ impl Files {
             folded: None,
             sha256: None,
             sha256_skipped: None,
+            result: None,
         });
         Some(self.entries.len() - 1)
     }
@@ -341,7 +409,7 @@ impl Files {
     pub fn hash_written(&mut self) {
         use sha2::Digest;
         let mut done: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
-        for e in &mut self.entries {
+        for e in self.entries.iter_mut().filter(|e| e.result.is_none()) {
             let path = match e.op {
                 Op::Write | Op::Create => e.path.clone(),
                 Op::Rename => match &e.new_path {

@@ -231,6 +231,14 @@ impl Probe {
         };
         if file_hook == FileHook::Tracepoint {
             gaps.push(IO_URING_GAP.to_string());
+        } else if let Err(e) =
+            attach_fexit(&mut ebpf, &btf, "do_sys_openat2_exit", "do_sys_openat2")
+        {
+            // Opens that fail never reach security_file_open.
+            log::warn!("fexit on do_sys_openat2 not attached: {e}");
+            gaps.push(format!(
+                "file opens that failed (fexit/do_sys_openat2 could not be attached: {e})"
+            ));
         }
         for p in PROGRAMS {
             if p.open_fallback && file_hook == FileHook::Fentry {
@@ -357,6 +365,14 @@ fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
     let prog: &mut FEntry = prog.try_into().map_err(|e| format!("{e}"))?;
     prog.load("security_file_open", btf)
         .map_err(|e| causes(&e))?;
+    prog.attach().map_err(|e| causes(&e))?;
+    Ok(())
+}
+
+fn attach_fexit(ebpf: &mut Ebpf, btf: &Btf, program: &str, function: &str) -> Result<(), String> {
+    let prog = ebpf.program_mut(program).ok_or("program missing")?;
+    let prog: &mut aya::programs::FExit = prog.try_into().map_err(|e| format!("{e}"))?;
+    prog.load(function, btf).map_err(|e| causes(&e))?;
     prog.attach().map_err(|e| causes(&e))?;
     Ok(())
 }

@@ -202,6 +202,12 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
                     files.add_logged(f);
                 }
             }
+            "file_failed" => {
+                // Failed opens are entries (failed deletes and renames are only logged).
+                if let Some(f) = from::<FileEntry>(r).filter(|f| f.result.is_some()) {
+                    files.add_failed(f);
+                }
+            }
             "file_count" => {
                 // Counts are of reads unless the record says otherwise (older logs do not).
                 let op: crate::files::Op = from(&r["op"]).unwrap_or(crate::files::Op::Read);
@@ -304,6 +310,9 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
     }
     let mut files = files.entries;
     for f in &mut files {
+        if f.result.is_some() {
+            continue;
+        }
         let path = match f.op {
             crate::files::Op::Write | crate::files::Op::Create => &f.path,
             crate::files::Op::Rename => match &f.new_path {

@@ -213,10 +213,19 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                     .unwrap_or("path from the syscall")
             )
         };
+        let summary = match &f.result {
+            Some(error) => format!(
+                "pid {} tried to {} credential {} (the open failed: {error})",
+                f.pid,
+                attempt(f.op),
+                f.path
+            ),
+            None => format!("pid {} {} credential {} ({how})", f.pid, verb(f.op), f.path),
+        };
         out.push(Violation {
             kind: "credential".into(),
             pid: Some(f.pid),
-            summary: format!("pid {} {} credential {} ({how})", f.pid, verb(f.op), f.path),
+            summary,
         });
     }
     for n in parts
@@ -256,15 +265,19 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         }
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
+        let path = f.new_path.as_ref().unwrap_or(&f.path);
+        let summary = match &f.result {
+            Some(error) => format!(
+                "pid {} tried to {} {path} (the open failed: {error})",
+                f.pid,
+                attempt(f.op)
+            ),
+            None => format!("pid {} {} {path}", f.pid, verb(f.op)),
+        };
         out.push(Violation {
             kind: "persistence".into(),
             pid: Some(f.pid),
-            summary: format!(
-                "pid {} {} {}",
-                f.pid,
-                verb(f.op),
-                f.new_path.as_ref().unwrap_or(&f.path)
-            ),
+            summary,
         });
     }
     if lost > 0 {
@@ -334,6 +347,11 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
         .filter_map(|d| d.name.as_deref())
         .collect();
     policy.allows(addr, n.port.unwrap_or(0), &names)
+}
+
+/// What a failed open was trying to do.
+fn attempt(op: Op) -> &'static str {
+    if op == Op::Read { "read" } else { "write" }
 }
 
 fn verb(op: Op) -> &'static str {
@@ -435,7 +453,7 @@ impl Report {
         let count = |op: crate::files::Op| {
             self.files
                 .iter()
-                .filter(|f| f.op == op && !not_a_file(f))
+                .filter(|f| f.op == op && f.result.is_none() && !not_a_file(f))
                 .map(|f| f.path.as_str())
                 .collect::<std::collections::BTreeSet<_>>()
                 .len()
@@ -453,20 +471,25 @@ impl Report {
         let creds: Vec<String> = self
             .files
             .iter()
-            .filter(|f| f.credential && f.op == Op::Read)
+            .filter(|f| f.credential && f.op == Op::Read && f.result.is_none())
             .map(landed)
             .collect();
         let creds_changed: Vec<String> = self
             .files
             .iter()
-            .filter(|f| f.credential && f.op != Op::Read)
+            .filter(|f| f.credential && f.op != Op::Read && f.result.is_none())
             .map(|f| format!("{} ({})", landed(f), verb(f.op)))
             .collect();
         let pers: Vec<String> = self
             .files
             .iter()
-            .filter(|f| f.persistence)
+            .filter(|f| f.persistence && f.result.is_none())
             .map(landed)
+            .collect();
+        let failed: Vec<String> = self
+            .files
+            .iter()
+            .filter_map(|f| Some(format!("{} ({})", f.path, f.result.as_ref()?)))
             .collect();
         s.push_str(&format!(
             "- **Credentials read**: {}\n",
@@ -482,6 +505,12 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
+        if !failed.is_empty() {
+            s.push_str(&format!(
+                "- **Opens that failed** (credential and persistence paths, and refusals): {}\n",
+                list_or_none(&failed)
+            ));
+        }
         s.push_str(&self.network_line());
         let left: Vec<String> = self
             .processes

@@ -363,3 +363,82 @@ fn more_credential_files_from_the_command_line_and_a_file() {
         assert_eq!(f["flags"], "O_RDONLY");
     }
 }
+
+#[test]
+fn opens_that_fail_are_reported_for_secrets_and_refusals() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let home = dir.path();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "secret").unwrap();
+    for d in [home, &home.join(".ssh")] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(
+        home.join(".ssh/id_rsa"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let h = home.display();
+    // As nobody: the key is refused (by its path, then relative to the cwd), the AWS file and
+    // another are missing, and a protected file cannot be written.
+    let script = format!(
+        "cat {h}/.ssh/id_rsa; cd {h} && cat .ssh/id_rsa; cat .aws/credentials; cat {h}/no-such-file; echo x >> /etc/shadow; true"
+    );
+    let r = run(&["--user", "nobody"], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let failed: Vec<&Value> = r
+        .files()
+        .iter()
+        .filter(|f| f["result"].is_string())
+        .collect();
+    let find = |path: String| {
+        failed
+            .iter()
+            .find(|f| f["path"] == path)
+            .unwrap_or_else(|| panic!("{path} in {failed:#?}"))
+    };
+    let key = find(format!("{h}/.ssh/id_rsa"));
+    assert_eq!(
+        (key["result"].as_str(), key["op"].as_str()),
+        (Some("EACCES"), Some("read"))
+    );
+    assert_eq!(key["credential"], true);
+    assert_eq!(key["verified"], false, "no file was opened to verify");
+    let shadow = find("/etc/shadow".into());
+    assert_eq!(
+        (shadow["result"].as_str(), shadow["op"].as_str()),
+        (Some("EACCES"), Some("write"))
+    );
+    // A relative path comes out whole, its directory from the kernel: the second cat's.
+    let cats: Vec<&&Value> = failed
+        .iter()
+        .filter(|f| f["path"] == format!("{h}/.ssh/id_rsa"))
+        .collect();
+    assert_eq!(cats.len(), 2, "each cat's refused read: {cats:#?}");
+    // Files that are not there are not sent (every program looks for many).
+    for missing in [format!("{h}/no-such-file"), format!("{h}/.aws/credentials")] {
+        assert!(
+            !failed.iter().any(|f| f["path"] == missing),
+            "{missing} is not an entry: {failed:#?}"
+        );
+    }
+    let v = credential_violations(&r);
+    assert!(
+        v.iter()
+            .any(|v| v["summary"].as_str().unwrap().contains(&format!(
+                "tried to read credential {h}/.ssh/id_rsa (the open failed: EACCES)"
+            ))),
+        "{v:#?}"
+    );
+    assert!(
+        !r.stderr().contains("**Credentials read**: `"),
+        "a refused read is not a read: {}",
+        r.stderr()
+    );
+    let log = r.log_text();
+    assert!(
+        log.contains("\"kind\":\"file_failed\""),
+        "the log has them too"
+    );
+}

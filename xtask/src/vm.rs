@@ -51,6 +51,7 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "create_write_rename_delete_and_persistence",
             "symlinks_and_relative_paths_are_resolved_by_the_kernel",
             "an_open_storm_is_one_entry_with_its_count",
+            "opens_that_fail_are_reported_for_secrets_and_refusals",
         ],
     ),
     (

@@ -13,10 +13,10 @@
 //! unsigned long args[6]; }` and `struct syscall_trace_exit { ...; int nr; long ret; }`: the
 //! arguments and the result start at byte 16 on every kernel since 2.6.33.
 use aya_ebpf::{
-    helpers::generated::{bpf_probe_read_user, bpf_probe_read_user_str},
-    macros::{fentry, map, tracepoint},
+    helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_str},
+    macros::{fentry, fexit, map, tracepoint},
     maps::HashMap,
-    programs::{FEntryContext, TracePointContext},
+    programs::{FEntryContext, FExitContext, TracePointContext},
 };
 use sandbox_watch_common::{
     ALWAYS_REPORT, EventKind, FileEvent, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME,
@@ -49,31 +49,66 @@ static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
 
 #[tracepoint(category = "syscalls", name = "sys_exit_openat")]
 pub fn sys_exit_openat(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx)
+    exit_open(&ctx, Args::DirNameFlags)
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_open")]
 pub fn sys_exit_open(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx)
+    exit_open(&ctx, Args::NameFlags)
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_creat")]
 pub fn sys_exit_creat(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx)
+    exit_open(&ctx, Args::Name)
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_openat2")]
 pub fn sys_exit_openat2(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx)
+    exit_open(&ctx, Args::DirNameHow)
 }
 
+/// Where an open syscall keeps the directory fd, the path and the flags.
+#[derive(Clone, Copy)]
+enum Args {
+    /// openat(dirfd, path, flags, mode)
+    DirNameFlags,
+    /// open(path, flags, mode)
+    NameFlags,
+    /// creat(path, mode)
+    Name,
+    /// openat2(dirfd, path, struct open_how *how, size): `how->flags` first
+    DirNameHow,
+}
+
+const O_WRONLY_CREAT_TRUNC: u32 = 0o1 | 0o100 | 0o1000;
+
 #[inline(always)]
-fn exit_open(ctx: &TracePointContext) -> u32 {
+fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
     if !is_traced(current_tgid()) {
         return 0;
     }
     let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
     if ret < 0 {
+        if missing(ret) {
+            return 0;
+        }
+        // No file to read: the path and flags as the caller gave them (still in the saved
+        // registers at the exit).
+        let mut a = [0u64; 3];
+        unsafe { sw_syscall_args(a.as_mut_ptr()) };
+        let (dirfd, name, flags) = match args {
+            Args::DirNameFlags => (a[0] as i32 as i64, a[1], a[2] as u32),
+            Args::NameFlags => (AT_FDCWD, a[0], a[1] as u32),
+            Args::Name => (AT_FDCWD, a[0], O_WRONLY_CREAT_TRUNC),
+            Args::DirNameHow => {
+                let mut flags: u64 = 0;
+                unsafe {
+                    bpf_probe_read_user((&raw mut flags).cast(), 8, a[2] as *const _);
+                }
+                (a[0] as i32 as i64, a[1], flags as u32)
+            }
+        };
+        report_failed_open(dirfd, name, flags, ret as i32);
         return 0;
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
@@ -81,6 +116,50 @@ fn exit_open(ctx: &TracePointContext) -> u32 {
         report_open(file);
     }
     0
+}
+
+/// ENOENT or ENOTDIR: the file is not there. Every program looks for many files that are not
+/// there (libraries, modules, configuration): thousands a Python start-up. Those stay in the
+/// kernel; opens refused or failing otherwise are sent.
+#[inline(always)]
+fn missing(ret: i64) -> bool {
+    ret == -2 || ret == -20
+}
+
+/// Sends an open that failed: its directory (from the kernel) and name (as given), its flags
+/// and the error.
+#[inline(always)]
+fn report_failed_open(dirfd: i64, name: u64, open_flags: u32, result: i32) {
+    let Some(base) = scratch() else { return };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    let walked = dir_and_name(dirfd, name, tail);
+    let path_len = walked & !WALK_TRUNCATED & PATH_MASK;
+    let tgid = current_tgid();
+    unsafe {
+        *event = FileEvent {
+            header: header(
+                EventKind::OpenFailed,
+                tgid,
+                sw_task_start_ns(current_task()),
+            ),
+            open_flags,
+            flags: if walked & WALK_TRUNCATED != 0 {
+                PATH_TRUNCATED
+            } else {
+                0
+            },
+            path_kind: PATH_FROM_DIR_AND_NAME,
+            path_len,
+            result,
+            ..Default::default()
+        };
+    }
+    submit(
+        EventKind::OpenFailed,
+        base,
+        core::mem::size_of::<FileEvent>() + path_len as usize,
+    );
 }
 
 // ---- opens: fentry (where the kernel allows it) ----
@@ -93,6 +172,27 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
     let file: Ptr = ctx.arg(0);
     // f_flags has lost O_CREAT/O_TRUNC by now; FMODE_CREATED in f_mode says "created".
     report_open(file);
+    0
+}
+
+/// Where fentry runs, the syscall tracepoints do not: opens that fail before the file exists
+/// (refused, or no such file) come from the exit of `do_sys_openat2(int dfd, const char __user
+/// *filename, struct open_how *how)`, which open, openat, openat2 and creat all go through.
+#[fexit(function = "do_sys_openat2")]
+pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let ret: i64 = ctx.arg(3);
+    if ret >= 0 || missing(ret) {
+        return 0;
+    }
+    let dirfd: i32 = ctx.arg(0);
+    let name: u64 = ctx.arg(1);
+    let how: u64 = ctx.arg(2);
+    let mut flags: u64 = 0;
+    unsafe { bpf_probe_read_kernel((&raw mut flags).cast(), 8, how as *const _) };
+    report_failed_open(dirfd as i64, name, flags as u32, ret as i32);
     0
 }
 

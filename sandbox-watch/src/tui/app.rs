@@ -482,7 +482,7 @@ impl App {
             "exit" => self.procs.exit(&v, &raw),
             "file" | "file_failed" => {
                 let row = FileRow::from_record(&v, &raw);
-                if row.failed.is_none() && (row.credential || row.persistence) {
+                if row.credential || row.persistence {
                     let (kind, what) = if row.credential {
                         (AlertKind::Credential, "credential ")
                     } else {
@@ -492,15 +492,18 @@ impl App {
                         Some(np) => format!("{} → {np}", row.path),
                         None => row.path.clone(),
                     };
+                    let pid_text = pid.map(|p| p.to_string()).unwrap_or_default();
                     self.alerts.push(Alert {
                         at_ns: at,
                         kind,
                         pid,
-                        summary: format!(
-                            "pid {} {} {what}{path}",
-                            pid.map(|p| p.to_string()).unwrap_or_default(),
-                            verb(&row.op)
-                        ),
+                        summary: match &row.failed {
+                            Some(error) => format!(
+                                "pid {pid_text} tried to {} {what}{path} (failed: {error})",
+                                if row.op == "read" { "read" } else { "write" }
+                            ),
+                            None => format!("pid {pid_text} {} {what}{path}", verb(&row.op)),
+                        },
                         violation: false,
                         raw: Some(raw.clone()),
                     });

@@ -446,15 +446,14 @@ pub(crate) struct FileRow {
     pub credential: bool,
     pub persistence: bool,
     pub count: u64,
-    /// For `file_failed`: the errno result.
-    pub failed: Option<i64>,
+    /// For `file_failed`: the error (EACCES; a number in older logs).
+    pub failed: Option<String>,
     pub raw: Arc<str>,
 }
 
 impl FileRow {
     pub(crate) fn from_record(v: &Value, raw: &Arc<str>) -> Self {
-        let failed = (str_field(v, "kind") == Some("file_failed"))
-            .then(|| i64_field(v, "result").unwrap_or(0));
+        let failed = (str_field(v, "kind") == Some("file_failed")).then(|| result_text(v));
         FileRow {
             pid: pid_field(v, "pid"),
             op: str_field(v, "op").unwrap_or("").to_string(),
@@ -739,9 +738,7 @@ pub(crate) fn summarize(v: &Value) -> String {
             "pid {pid} {} {} failed ({})",
             str_field(v, "op").unwrap_or(""),
             str_field(v, "path").unwrap_or(""),
-            i64_field(v, "result")
-                .map(|r| r.to_string())
-                .unwrap_or_default()
+            result_text(v)
         ),
         "net" => {
             let r = NetRow::from_record(v, &Arc::from(""));
@@ -803,6 +800,15 @@ pub(crate) fn summarize(v: &Value) -> String {
             let s = Value::Object(m).to_string();
             s.chars().take(300).collect()
         }
+    }
+}
+
+/// A record's `result`: a name (EACCES), or the number older logs wrote.
+fn result_text(v: &Value) -> String {
+    match v.get("result") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
     }
 }
 

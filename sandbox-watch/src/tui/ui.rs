@@ -593,7 +593,7 @@ fn build_row(
             if r.persistence {
                 flags.push("persist".to_string());
             }
-            if let Some(res) = r.failed {
+            if let Some(res) = &r.failed {
                 flags.push(format!("failed {res}"));
             }
             if r.count > 1 {
