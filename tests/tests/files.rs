@@ -405,10 +405,12 @@ fn opens_that_fail_are_reported_for_secrets_and_refusals() {
     );
     assert_eq!(key["credential"], true);
     assert_eq!(key["verified"], false, "no file was opened to verify");
+    // Refused to nobody; in the 6.1 guest the host's root is mounted read-only (EROFS).
     let shadow = find("/etc/shadow".into());
-    assert_eq!(
-        (shadow["result"].as_str(), shadow["op"].as_str()),
-        (Some("EACCES"), Some("write"))
+    assert_eq!(shadow["op"], "write");
+    assert!(
+        ["EACCES", "EROFS"].contains(&shadow["result"].as_str().unwrap()),
+        "{shadow:#}"
     );
     // A relative path comes out whole, its directory from the kernel: the second cat's.
     let cats: Vec<&&Value> = failed
