@@ -53,7 +53,8 @@ With no subcommand, runs a short demo agent session under the probe and prints i
 sudo sandbox-watch run --headless --fail-on outside,credential -- unshare -n python3 agent.py\n  \
 sudo sandbox-watch attach --duration 60 1234\n  sandbox-watch verify run.jsonl\n\n\
 Exit status: the agent's own (run), 3 when a --fail-on kind was found, 2 for a usage error, \
-4 when the probe cannot start, 1 for other errors."
+4 when the probe cannot start, 1 for other errors. verify and replay: 1 for a tampered log, 5 \
+for one that never ended."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -68,12 +69,16 @@ enum Command {
     Attach(AttachArgs),
     /// Watch everything inside one container, whatever started it; ends when it is empty.
     Container(ContainerArgs),
-    /// Check a log's hash chain offline (no root, no kernel needed).
+    /// Check a log's hash chain offline (no root, no kernel needed). Exit 0: intact and
+    /// ended; 1: a record changed, removed, inserted or reordered (the first bad seq is named),
+    /// or not a log; 5: intact but without its end record (the monitor was killed, or records
+    /// were cut from the end).
     Verify {
         /// The evidence log (JSONL) written by --log.
         log: PathBuf,
     },
-    /// Rebuild the report and summary from a log (after checking its hash chain).
+    /// The TUI again on a recorded log (headless: the report and summary rebuilt from it),
+    /// after checking its hash chain.
     Replay(ReplayArgs),
     /// Run the bundled demo agent session under the probe and print its summary.
     Demo(DemoArgs),
@@ -81,7 +86,8 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct CaptureArgs {
-    /// No TUI: write the log, report and summary only (also when stdout is not a terminal).
+    /// No TUI: write the log, report and summary only (also when stdin or stdout is not a
+    /// terminal).
     #[arg(long)]
     headless: bool,
     /// The evidence log (JSONL, hash-chained), written as events arrive.
@@ -837,10 +843,11 @@ fn drive(
 /// Where a capture's or a replay's results go.
 #[derive(Args, Clone)]
 struct Outputs {
-    /// The JSON report, written when the capture ends.
+    /// The JSON report, written at the end (of the capture, or of the replay).
     #[arg(long, value_name = "PATH")]
     report: Option<PathBuf>,
-    /// The Markdown one-screen summary (default: $GITHUB_STEP_SUMMARY when set, appended).
+    /// The Markdown one-screen summary, appended to PATH (default: $GITHUB_STEP_SUMMARY when
+    /// set). The report, by contrast, is written anew.
     #[arg(long, value_name = "PATH")]
     summary: Option<PathBuf>,
     /// Comma list of violation kinds that make the exit status 3:
