@@ -489,6 +489,7 @@ impl Report {
         let failed: Vec<String> = self
             .files
             .iter()
+            .filter(|f| !not_a_file(f))
             .filter_map(|f| Some(format!("{} ({})", f.path, f.result.as_ref()?)))
             .collect();
         s.push_str(&format!(
@@ -507,7 +508,7 @@ impl Report {
         ));
         if !failed.is_empty() {
             s.push_str(&format!(
-                "- **Opens that failed** (credential and persistence paths, and refusals): {}\n",
+                "- **Opens refused or failed**: {}\n",
                 list_or_none(&failed)
             ));
         }
