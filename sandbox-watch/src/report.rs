@@ -672,6 +672,8 @@ mod tests {
             file(json!({"op": "write", "path": "/dev/null", "fs": "tmpfs"})),
             file(json!({"op": "write", "path": "/h/project/main.py", "fs": "ext2/3/4"})),
             file(json!({"op": "write", "path": "pipe:[123]", "fs": "pipefs"})),
+            file(json!({"op": "write", "path": "/etc/shadow", "result": "EACCES"})),
+            file(json!({"op": "read", "path": "/dev/tty", "result": "ENXIO"})),
         ]);
         let s = r.summary();
         let line = |head: &str| {
@@ -696,6 +698,11 @@ mod tests {
             "{read}"
         );
         assert!(line("- **Credentials changed**").contains("/h/.aws/credentials (created)"));
+        // A failed open is listed as such, not counted as a change; a device's is left out.
+        assert_eq!(
+            line("- **Opens refused or failed**"),
+            "- **Opens refused or failed**: `/etc/shadow (EACCES)`"
+        );
         // No credential changed: no such line.
         let quiet = report(vec![file(
             json!({"op": "read", "path": "/h/.netrc", "credential": true}),
