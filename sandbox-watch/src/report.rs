@@ -294,10 +294,11 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     // Left over: still running after the agent itself ended (run: the command; attach: the
     // attached process). Ended by --duration or a signal while it runs, nothing is left over
     // yet (what runs is still listed, running_at_end).
-    let agent_ended = parts
-        .target
-        .pid
-        .is_some_and(|pid| processes.iter().any(|p| p.pid == pid && !p.running_at_end));
+    // The agent's pid may have several entries (one per exec): ended when none still runs.
+    let agent_ended = parts.target.pid.is_some_and(|pid| {
+        let mut entries = processes.iter().filter(|p| p.pid == pid).peekable();
+        entries.peek().is_some() && entries.all(|p| !p.running_at_end)
+    });
     for p in processes
         .iter()
         .filter(|p| agent_ended && p.running_at_end && (!p.fork_only || p.preexisting))

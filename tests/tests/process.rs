@@ -203,7 +203,8 @@ fn attach_follows_existing_tree_and_new_children() {
 
 #[test]
 fn a_capture_ended_while_the_agent_runs_has_no_leftovers_yet() {
-    let r = run(&["--duration", "1"], &["sleep", "7"]);
+    // The agent's pid execs again (sh, then sleep): its first entry ended, the agent did not.
+    let r = run(&["--duration", "1"], &["sh", "-c", "exec sleep 7"]);
     let sleep = r.exec_of(&["sleep", "7"]);
     unsafe { libc::kill(sleep["pid"].as_i64().unwrap() as i32, libc::SIGKILL) };
     assert_eq!(sleep["running_at_end"], true);
