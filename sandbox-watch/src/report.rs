@@ -185,7 +185,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let (processes, lost_by, agent_netns) =
         (&parts.processes, &parts.lost_by_kind, parts.agent.netns);
     let mut out = Vec::new();
-    let name = |p: &ProcessEntry| p.argv.join(" ").chars().take(80).collect::<String>();
+    let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
         out.push(Violation {
             kind: "outside".into(),
@@ -218,9 +218,14 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 "pid {} tried to {} credential {} (the open failed: {error})",
                 f.pid,
                 attempt(f.op),
-                f.path
+                clean(&f.path)
             ),
-            None => format!("pid {} {} credential {} ({how})", f.pid, verb(f.op), f.path),
+            None => format!(
+                "pid {} {} credential {} ({how})",
+                f.pid,
+                verb(f.op),
+                clean(&f.path)
+            ),
         };
         out.push(Violation {
             kind: "credential".into(),
@@ -240,7 +245,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
                 n.op,
-                crate::network::destination(n),
+                clean(&crate::network::destination(n)),
                 n.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
             ),
@@ -258,14 +263,14 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
                     n.op,
-                    crate::network::destination(n),
+                    clean(&crate::network::destination(n)),
                     n.result
                 ),
             });
         }
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
-        let path = f.new_path.as_ref().unwrap_or(&f.path);
+        let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
         let summary = match &f.result {
             Some(error) => format!(
                 "pid {} tried to {} {path} (the open failed: {error})",
@@ -380,7 +385,11 @@ impl Report {
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let first = match self.violations.first() {
-            Some(v) => format!("**{}**: {}", v.kind.to_uppercase(), v.summary),
+            Some(v) => format!(
+                "**{}**: {}",
+                v.kind.to_uppercase(),
+                no_html(&clean(&v.summary))
+            ),
             None => "no violations".to_string(),
         };
         let verdict = match self.verdict {
@@ -396,17 +405,17 @@ impl Report {
                 log.chain_message.as_deref().unwrap_or("")
             ));
         }
-        s.push_str(&format!("## sandbox-watch: {verdict} — {first}\n\n"));
         if let Some(log) = &self.log
             && log.chain.as_deref() == Some("unended")
         {
             s.push_str(&format!(
-                "> {} Processes listed as left running may only be where the log stops; event counts are unknown.\n\n",
-                log.chain_message.as_deref().unwrap_or("")
+                "## sandbox-watch: THIS LOG HAS NO END RECORD — {}\n\nWhat follows stops where the log stops: processes listed as left running may have ended later, and event counts are unknown.\n\n",
+                no_html(&clean(log.chain_message.as_deref().unwrap_or("")))
             ));
         }
+        s.push_str(&format!("## sandbox-watch: {verdict} — {first}\n\n"));
         let target = match self.target.mode.as_str() {
-            "run" => format!("`{}`", self.target.command.join(" ")),
+            "run" => format!("`{}`", clean(&self.target.command.join(" "))),
             "attach" => format!("pid {}", self.target.pid.unwrap_or(0)),
             _ => self
                 .target
@@ -535,7 +544,7 @@ impl Report {
         if let Some(log) = &self.log {
             s.push_str(&format!(
                 "- **Log**: `{}` ({} records, head `{}`)\n",
-                log.path,
+                clean(&log.path),
                 log.records,
                 &log.head[..16.min(log.head.len())]
             ));
@@ -578,8 +587,32 @@ fn program(p: &ProcessEntry) -> String {
     p.argv
         .first()
         .or(p.exe.as_ref())
-        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .map(|a| no_html(&clean(a.rsplit('/').next().unwrap_or(a))))
         .unwrap_or_else(|| format!("pid {}", p.pid))
+}
+
+/// Text from the agent (paths, argv) made safe for one line of Markdown and for a terminal:
+/// control characters are written as escapes (a newline in a path cannot start a line of the
+/// summary, an ESC cannot reach the terminal), and a backtick, which would end a code span,
+/// becomes a quote. The report and the log keep the text as it was.
+pub fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '`' => out.push('\''),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Markdown outside a code span renders HTML: angle brackets as entities.
+fn no_html(s: &str) -> String {
+    s.replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn counted(names: &[String]) -> String {
@@ -607,7 +640,11 @@ fn list_or_none(items: &[String]) -> String {
     let mut v: Vec<&String> = items.iter().collect();
     v.sort();
     v.dedup();
-    let shown: Vec<String> = v.iter().take(10).map(|p| format!("`{p}`")).collect();
+    let shown: Vec<String> = v
+        .iter()
+        .take(10)
+        .map(|p| format!("`{}`", clean(p)))
+        .collect();
     if v.len() > 10 {
         format!("{} and {} more", shown.join(", "), v.len() - 10)
     } else {
@@ -659,6 +696,31 @@ mod tests {
             },
             &Policy::new(vec![]),
         )
+    }
+
+    #[test]
+    fn what_the_agent_named_cannot_forge_summary_lines_or_reach_the_terminal() {
+        let evil = "/h/x`\n\n## sandbox-watch: INSIDE — no violations <img src=x>\x1b]2;PWNED\x07";
+        let r = report(vec![
+            file(json!({"op": "read", "path": format!("{evil}/.ssh/id_rsa"), "credential": true})),
+            file(json!({"op": "write", "path": evil})),
+        ]);
+        let s = r.summary();
+        assert_eq!(
+            s.lines().filter(|l| l.starts_with("## ")).count(),
+            1,
+            "one heading: {s}"
+        );
+        assert!(!s.contains('\x1b') && !s.contains('\x07'), "{s:?}");
+        let first = s.lines().next().unwrap();
+        // Outside a code span HTML would render; inside one (the lists) it is text.
+        assert!(!first.contains("<img"), "no raw HTML: {first}");
+        assert!(
+            first.contains("\\n\\n## sandbox-watch"),
+            "escaped, on the first line: {first}"
+        );
+        // The report keeps the path as it was.
+        assert_eq!(r.files[0].path, format!("{evil}/.ssh/id_rsa"));
     }
 
     #[test]
