@@ -51,15 +51,30 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
     )))
 }
 
+/// Who the agent runs as, when not as ourselves.
+pub struct AgentUser {
+    pub uid: Uid,
+    pub gid: Gid,
+    /// Its name and home, for the agent's USER, LOGNAME and HOME.
+    pub name: String,
+    pub home: PathBuf,
+}
+
 /// The user the agent runs as: `--user`, else the user who called sudo, else ourselves.
-pub fn agent_user(user: Option<&str>) -> Result<Option<(Uid, Gid)>, Usage> {
+pub fn agent_user(user: Option<&str>) -> Result<Option<AgentUser>, Usage> {
+    let of = |u: nix::unistd::User| AgentUser {
+        uid: u.uid,
+        gid: u.gid,
+        name: u.name,
+        home: u.dir,
+    };
     if let Some(u) = user {
         let found = match u.parse::<u32>() {
             Ok(uid) => nix::unistd::User::from_uid(Uid::from_raw(uid)),
             Err(_) => nix::unistd::User::from_name(u),
         };
         return match found {
-            Ok(Some(user)) => Ok(Some((user.uid, user.gid))),
+            Ok(Some(user)) => Ok(Some(of(user))),
             _ => Err(Usage(format!("--user {u}: no such user"))),
         };
     }
@@ -68,9 +83,48 @@ pub fn agent_user(user: Option<&str>) -> Result<Option<(Uid, Gid)>, Usage> {
     }
     let id = |var: &str| std::env::var(var).ok().and_then(|v| v.parse::<u32>().ok());
     match (id("SUDO_UID"), id("SUDO_GID")) {
-        (Some(uid), Some(gid)) if uid != 0 => Ok(Some((Uid::from_raw(uid), Gid::from_raw(gid)))),
+        (Some(uid), Some(gid)) if uid != 0 => {
+            let uid = Uid::from_raw(uid);
+            // The caller's name and home when the system knows the uid.
+            let known = nix::unistd::User::from_uid(uid).ok().flatten();
+            Ok(Some(AgentUser {
+                uid,
+                gid: Gid::from_raw(gid),
+                name: known
+                    .as_ref()
+                    .map_or_else(|| uid.to_string(), |u| u.name.clone()),
+                home: known.map_or_else(|| PathBuf::from("/"), |u| u.dir),
+            }))
+        }
         _ => Ok(None),
     }
+}
+
+/// The environment of an agent run as another user: ours, with that user's HOME, USER and
+/// LOGNAME (root's HOME would send its tools to files they cannot read).
+fn environment_for(user: &AgentUser) -> Vec<CString> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut env: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| !matches!(k.as_bytes(), b"HOME" | b"USER" | b"LOGNAME"))
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    for (k, v) in [
+        ("HOME", user.home.as_os_str().as_bytes()),
+        ("USER", user.name.as_bytes()),
+        ("LOGNAME", user.name.as_bytes()),
+    ] {
+        let mut kv = format!("{k}=").into_bytes();
+        kv.extend_from_slice(v);
+        if let Ok(c) = CString::new(kv) {
+            env.push(c);
+        }
+    }
+    env
 }
 
 /// A pseudo-terminal for the agent: (the monitor's side, the agent's side).
@@ -98,7 +152,7 @@ pub struct GatedChild {
 pub fn fork_gated(
     program: &Path,
     argv: &[String],
-    user: Option<(Uid, Gid)>,
+    user: Option<AgentUser>,
     terminal: Option<OwnedFd>,
 ) -> Result<GatedChild, Usage> {
     let to_c =
@@ -107,6 +161,14 @@ pub fn fork_gated(
     let c_argv: Vec<CString> = argv.iter().map(|a| to_c(a)).collect::<Result<_, _>>()?;
     let mut c_ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|a| a.as_ptr()).collect();
     c_ptrs.push(std::ptr::null());
+    let c_env = user.as_ref().map(environment_for);
+    let env_ptrs: Option<Vec<*const libc::c_char>> = c_env.as_ref().map(|env| {
+        env.iter()
+            .map(|e| e.as_ptr())
+            .chain([std::ptr::null()])
+            .collect()
+    });
+    let ids = user.as_ref().map(|u| (u.uid, u.gid));
     let (gate_r, gate_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Usage(format!("pipe: {e}")))?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -143,7 +205,7 @@ pub fn fork_gated(
             }
             // Rust ignores SIGPIPE; the agent gets the default back.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if let Some((uid, gid)) = user
+            if let Some((uid, gid)) = ids
                 && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(gid.as_raw()) != 0
                     || libc::setuid(uid.as_raw()) != 0)
@@ -152,7 +214,10 @@ pub fn fork_gated(
                 libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
                 libc::_exit(126);
             }
-            libc::execv(c_program.as_ptr(), c_ptrs.as_ptr());
+            match &env_ptrs {
+                Some(env) => libc::execve(c_program.as_ptr(), c_ptrs.as_ptr(), env.as_ptr()),
+                None => libc::execv(c_program.as_ptr(), c_ptrs.as_ptr()),
+            };
             let err = *libc::__errno_location();
             libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
             libc::_exit(127);

@@ -329,4 +329,25 @@ fn under_sudo_the_agent_runs_as_the_caller_unless_user_says_otherwise() {
     };
     assert_eq!(uid_of_id(&[]), "65534", "sudo's caller");
     assert_eq!(uid_of_id(&["--user", "0"]), "0", "--user wins");
+    // With that user's HOME, USER and LOGNAME, not root's.
+    let passwd = std::process::Command::new("getent")
+        .args(["passwd", "65534"])
+        .output()
+        .unwrap();
+    let passwd = String::from_utf8_lossy(&passwd.stdout).to_string();
+    let fields: Vec<&str> = passwd.trim().split(':').collect();
+    let (name, home) = (fields[0], fields[5]);
+    let out = command()
+        .args(["run", "--headless", "--linger", "0", "--", "sh", "-c"])
+        .arg("echo \"$HOME $USER $LOGNAME\"")
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .env("HOME", "/root")
+        .env("USER", "root")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{home} {name} {name}")
+    );
 }
