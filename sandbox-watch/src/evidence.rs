@@ -76,11 +76,11 @@ pub const MAX_LINE: usize = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
-    #[error("{path}: already exists; pass --force to overwrite it")]
+    #[error("--log {path}: already exists; pass --force to overwrite it")]
     Exists { path: String },
-    #[error("{path}: is a symbolic link; refusing to write the log through it")]
+    #[error("--log {path}: is a symbolic link; refusing to write the log through it")]
     Symlink { path: String },
-    #[error("{path}: {error}")]
+    #[error("--log {path}: {error}")]
     Io { path: String, error: io::Error },
 }
 

@@ -372,7 +372,7 @@ fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
     check_outputs(&[
         ("--log", args.log.as_deref()),
         ("--report", args.out.report.as_deref()),
-        ("--summary", summary_path(&args.out).as_deref()),
+        (summary_option(&args.out), summary_path(&args.out).as_deref()),
         ("--ocsf", args.ocsf.as_deref()),
     ])?;
     let log = match &args.log {
@@ -435,7 +435,7 @@ fn check_outputs(named: &[(&str, Option<&Path>)]) -> Result<(), Usage> {
     // opened now anyway). An existing file is opened without changing it; a new one is created
     // and removed.
     for &(option, path) in named {
-        let Some(path) = path.filter(|_| matches!(option, "--report" | "--summary")) else {
+        let Some(path) = path.filter(|_| option != "--log" && option != "--ocsf") else {
             continue;
         };
         let tried = if path.exists() {
@@ -466,11 +466,22 @@ fn file_key(path: &Path) -> PathBuf {
         .join(path.file_name().unwrap_or_default())
 }
 
-/// Where the summary goes: --summary, else $GITHUB_STEP_SUMMARY when set.
+/// What names the summary's path, for messages.
+fn summary_option(out: &Outputs) -> &'static str {
+    if out.summary.is_some() {
+        "--summary"
+    } else {
+        "$GITHUB_STEP_SUMMARY"
+    }
+}
+
+/// Where the summary goes: --summary, else $GITHUB_STEP_SUMMARY when set (and not empty).
 fn summary_path(out: &Outputs) -> Option<PathBuf> {
-    out.summary
-        .clone()
-        .or_else(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from))
+    out.summary.clone().or_else(|| {
+        std::env::var_os("GITHUB_STEP_SUMMARY")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
 }
 
 fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
@@ -630,7 +641,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<u8> {
     let summary = summary_path(&args.out);
     check_outputs(&[
         ("--report", args.out.report.as_deref()),
-        ("--summary", summary.as_deref()),
+        (summary_option(&args.out), summary.as_deref()),
     ])?;
     for (option, path) in [("--report", &args.out.report), ("--summary", &summary)] {
         if path
