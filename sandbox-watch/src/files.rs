@@ -421,16 +421,28 @@ impl Files {
             let (sum, skipped) = done
                 .entry(path.clone())
                 .or_insert_with(|| {
-                    let Ok(meta) = std::fs::metadata(&path) else {
+                    // Not through a symbolic link: one put there later names another file.
+                    let Ok(meta) = std::fs::symlink_metadata(&path) else {
                         return (None, Some("gone at the end of the capture".into()));
                     };
+                    if meta.file_type().is_symlink() {
+                        let to = std::fs::read_link(&path)
+                            .map(|t| t.display().to_string())
+                            .unwrap_or_default();
+                        return (None, Some(format!("a symbolic link (to {to}) at the end")));
+                    }
                     if !meta.is_file() {
                         return (None, Some("not a regular file".into()));
                     }
                     if meta.len() > HASH_LIMIT {
                         return (None, Some(format!("larger than {} MiB", HASH_LIMIT >> 20)));
                     }
-                    match std::fs::File::open(&path) {
+                    use std::os::unix::fs::OpenOptionsExt as _;
+                    let nofollow = std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&path);
+                    match nofollow {
                         Ok(mut f) => {
                             let mut h = sha2::Sha256::new();
                             match std::io::copy(&mut f, &mut h) {

@@ -372,7 +372,10 @@ fn prepare(args: &CaptureArgs) -> anyhow::Result<Prepared> {
     check_outputs(&[
         ("--log", args.log.as_deref()),
         ("--report", args.out.report.as_deref()),
-        (summary_option(&args.out), summary_path(&args.out).as_deref()),
+        (
+            summary_option(&args.out),
+            summary_path(&args.out).as_deref(),
+        ),
         ("--ocsf", args.ocsf.as_deref()),
     ])?;
     let log = match &args.log {

