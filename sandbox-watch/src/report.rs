@@ -318,6 +318,9 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             ),
         });
     }
+    // One line for one finding: DNS questions of one name differ only in their type.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|v| seen.insert((v.kind.clone(), v.pid, v.summary.clone())));
     out
 }
 
@@ -460,13 +463,20 @@ impl Report {
                 program(p)
             ))
         ));
+        // Distinct paths; a folded entry stands for `folded` files of its directory.
         let count = |op: crate::files::Op| {
-            self.files
+            let files = self
+                .files
                 .iter()
-                .filter(|f| f.op == op && f.result.is_none() && !not_a_file(f))
+                .filter(|f| f.op == op && f.result.is_none() && !not_a_file(f));
+            let (folded, paths): (Vec<&FileEntry>, Vec<&FileEntry>) =
+                files.partition(|f| f.folded.is_some());
+            let distinct = paths
+                .iter()
                 .map(|f| f.path.as_str())
                 .collect::<std::collections::BTreeSet<_>>()
-                .len()
+                .len();
+            distinct as u64 + folded.iter().filter_map(|f| f.folded).sum::<u64>()
         };
         s.push_str(&format!(
             "- **Files**: {} written, {} created, {} removed, {} renamed, {} read\n",
@@ -737,6 +747,7 @@ mod tests {
             file(json!({"op": "write", "path": "pipe:[123]", "fs": "pipefs"})),
             file(json!({"op": "write", "path": "/etc/shadow", "result": "EACCES"})),
             file(json!({"op": "read", "path": "/dev/tty", "result": "ENXIO"})),
+            file(json!({"op": "read", "path": "/usr/lib", "folded": 5, "count": 9})),
         ]);
         let s = r.summary();
         let line = |head: &str| {
@@ -747,7 +758,7 @@ mod tests {
         };
         assert!(
             line("- **Files**")
-                .starts_with("- **Files**: 1 written, 1 created, 0 removed, 1 renamed, 1 read"),
+                .starts_with("- **Files**: 1 written, 1 created, 0 removed, 1 renamed, 6 read"),
             "{s}"
         );
         let pers = line("- **Persistence written**");
