@@ -117,7 +117,9 @@ struct CaptureArgs {
     /// Allowed destinations (repeatable): CIDR[:PORT] or HOST[:PORT] (no port: any port;
     /// *.domain for its subdomains). A connect no rule allows is a `network` violation, and so
     /// is a DNS question unless a host rule names it or a rule allows its resolver (the
-    /// resolver's address, any port or 53). Without the option there are none.
+    /// resolver's address, any port or 53). Without the option there are none. DNS answers
+    /// are not seen: a host rule allows a connect (to the rule's port) by a process that asked
+    /// for that name, whatever the address; use CIDR rules where that is too loose.
     #[arg(long = "allow-net", value_name = "CIDR[:PORT]|HOST[:PORT]", value_parser = parse_allow_net)]
     allow_net: Vec<String>,
     /// Ring buffer size in bytes (a power of two, at least 4096).

@@ -350,6 +350,18 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     if n.op == "dns" {
         return policy.allows_dns(n.name.as_deref().unwrap_or(""), addr);
     }
+    // A connect to a resolver that carried allowed DNS questions is their transport (a UDP
+    // socket connected to port 53, then send()); the questions are judged, not the socket.
+    if n.port == Some(53)
+        && network.iter().any(|d| {
+            d.op == "dns"
+                && d.pid == n.pid
+                && d.addr == n.addr
+                && policy.allows_dns(d.name.as_deref().unwrap_or(""), addr)
+        })
+    {
+        return true;
+    }
     let names: Vec<&str> = network
         .iter()
         .filter(|d| d.op == "dns" && d.pid == n.pid)

@@ -252,3 +252,38 @@ fn allow_net_gives_one_violation_for_the_one_destination_outside_it() {
             .any(|v| v["kind"] == "network")
     );
 }
+
+#[test]
+fn allowed_dns_questions_allow_their_resolver_connect_and_others_do_not() {
+    let py = r#"
+import socket, struct
+def query(name, qtype=1):
+    q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\0" + struct.pack(">HH", qtype, 1)
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+c.connect(("127.0.0.1", 53))
+for name, qtype in (("allowed.sandbox-watch.test", 1), ("allowed.sandbox-watch.test", 28)):
+    try: c.send(query(name, qtype))
+    except ConnectionRefusedError: c.send(query(name, qtype))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(query("elsewhere.sandbox-watch.test"), ("127.0.0.2", 53))
+"#;
+    let r = run(
+        &["--allow-net", "allowed.sandbox-watch.test:443"],
+        &["python3", "-c", py],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let v: Vec<&str> = r.report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "network")
+        .map(|v| v["summary"].as_str().unwrap())
+        .collect();
+    // The question for another name is one; the resolver connect of the allowed questions
+    // and the allowed questions (an A and an AAAA) are none.
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert!(v[0].contains("elsewhere.sandbox-watch.test"), "{v:#?}");
+}
