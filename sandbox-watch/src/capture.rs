@@ -395,17 +395,16 @@ impl Capture {
                 } else {
                     Op::Delete
                 };
-                match self.files.path_op(&self.classifier, kind, op) {
-                    Some(i) => {
-                        let fields =
-                            serde_json::to_value(&self.files.entries[i]).unwrap_or(Value::Null);
-                        self.write_log(at, "file", fields);
-                    }
-                    None => {
-                        let fields = json!({ "pid": op.header.tgid, "op": kind, "path": op.path,
-                            "new_path": op.new_path, "result": crate::files::errno_name(op.result) });
-                        self.write_log(at, "file_failed", fields);
-                    }
+                if let Some(i) = self.files.path_op(&self.classifier, kind, op) {
+                    let mut e = self.files.entries[i].clone();
+                    e.count = 1;
+                    let record = if e.result.is_some() {
+                        "file_failed"
+                    } else {
+                        "file"
+                    };
+                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
+                    self.write_log(at, record, fields);
                 }
             }
         }

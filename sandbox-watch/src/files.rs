@@ -322,9 +322,11 @@ impl Files {
         Some(i)
     }
 
-    /// A delete or rename; failed ones are not entries (the log keeps them).
+    /// A delete or rename; a failed one is an entry with its `result`, like a failed open, but
+    /// not when there was nothing to delete or rename (ENOENT, ENOTDIR: `rm -f`, lock files):
+    /// None, and the log keeps it.
     pub fn path_op(&mut self, classifier: &Classifier, op: Op, p: &PathOp) -> Option<usize> {
-        if p.result != 0 {
+        if matches!(-p.result, libc::ENOENT | libc::ENOTDIR) {
             return None;
         }
         let c = classifier.classify(&p.path, 0, p.path_truncated, true);
@@ -332,7 +334,7 @@ impl Files {
             .new_path
             .as_deref()
             .map(|n| classifier.classify(n, 0, p.new_path_truncated, true));
-        self.entries.push(FileEntry {
+        let entry = FileEntry {
             pid: p.header.tgid,
             op,
             path: p.path.clone(),
@@ -351,8 +353,12 @@ impl Files {
             folded: None,
             sha256: None,
             sha256_skipped: None,
-            result: None,
-        });
+            result: (p.result != 0).then(|| errno_name(p.result)),
+        };
+        if entry.result.is_some() {
+            return self.add_failed(entry);
+        }
+        self.entries.push(entry);
         Some(self.entries.len() - 1)
     }
 

@@ -215,7 +215,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         };
         let summary = match &f.result {
             Some(error) => format!(
-                "pid {} tried to {} credential {} (the open failed: {error})",
+                "pid {} tried to {} credential {} (failed: {error})",
                 f.pid,
                 attempt(f.op),
                 clean(&f.path)
@@ -273,7 +273,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
         let summary = match &f.result {
             Some(error) => format!(
-                "pid {} tried to {} {path} (the open failed: {error})",
+                "pid {} tried to {} {path} (failed: {error})",
                 f.pid,
                 attempt(f.op)
             ),
@@ -372,7 +372,12 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
 
 /// What a failed open was trying to do.
 fn attempt(op: Op) -> &'static str {
-    if op == Op::Read { "read" } else { "write" }
+    match op {
+        Op::Read => "read",
+        Op::Write | Op::Create => "write",
+        Op::Delete => "delete",
+        Op::Rename => "rename",
+    }
 }
 
 fn verb(op: Op) -> &'static str {
@@ -522,7 +527,10 @@ impl Report {
             .files
             .iter()
             .filter(|f| !not_a_file(f))
-            .filter_map(|f| Some(format!("{} ({})", f.path, f.result.as_ref()?)))
+            .filter_map(|f| {
+                let what = format!("{:?}", f.op).to_lowercase();
+                Some(format!("{what} {} ({})", f.path, f.result.as_ref()?))
+            })
             .collect();
         s.push_str(&format!(
             "- **Credentials read**: {}\n",
@@ -540,7 +548,7 @@ impl Report {
         ));
         if !failed.is_empty() {
             s.push_str(&format!(
-                "- **Opens refused or failed**: {}\n",
+                "- **Refused or failed**: {}\n",
                 list_or_none(&failed)
             ));
         }
@@ -786,8 +794,8 @@ mod tests {
         assert!(line("- **Credentials changed**").contains("/h/.aws/credentials (created)"));
         // A failed open is listed as such, not counted as a change; a device's is left out.
         assert_eq!(
-            line("- **Opens refused or failed**"),
-            "- **Opens refused or failed**: `/etc/shadow (EACCES)`"
+            line("- **Refused or failed**"),
+            "- **Refused or failed**: `write /etc/shadow (EACCES)`"
         );
         // No credential changed: no such line.
         let quiet = report(vec![file(

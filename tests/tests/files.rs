@@ -437,7 +437,7 @@ fn opens_that_fail_are_reported_for_secrets_and_refusals() {
     assert!(
         v.iter()
             .any(|v| v["summary"].as_str().unwrap().contains(&format!(
-                "tried to read credential {h}/.ssh/id_rsa (the open failed: EACCES)"
+                "tried to read credential {h}/.ssh/id_rsa (failed: EACCES)"
             ))),
         "{v:#?}"
     );
@@ -450,5 +450,42 @@ fn opens_that_fail_are_reported_for_secrets_and_refusals() {
     assert!(
         log.contains("\"kind\":\"file_failed\""),
         "the log has them too"
+    );
+    // A refused delete and rename of the key are entries and violations too; a delete of
+    // nothing (rm -f) is only in the log.
+    let script = format!("rm -f {h}/.ssh/id_rsa; rm -f {h}/nothing; mv {h}/.ssh/id_rsa {h}/x");
+    let r = run(&["--user", "nobody"], &["sh", "-c", &script]);
+    let failed: Vec<(&str, &str, &str)> = r
+        .files()
+        .iter()
+        .filter(|f| f["result"].is_string())
+        .map(|f| {
+            (
+                f["op"].as_str().unwrap(),
+                f["path"].as_str().unwrap(),
+                f["result"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let key = format!("{h}/.ssh/id_rsa");
+    assert!(
+        failed.contains(&("delete", key.as_str(), "EACCES")),
+        "{failed:?}"
+    );
+    assert!(
+        failed.contains(&("rename", key.as_str(), "EACCES")),
+        "{failed:?}"
+    );
+    assert!(
+        !failed.iter().any(|f| f.1.ends_with("/nothing")),
+        "{failed:?}"
+    );
+    let v = credential_violations(&r);
+    assert!(
+        v.iter()
+            .any(|v| v["summary"].as_str().unwrap().contains(&format!(
+                "tried to delete credential {key} (failed: EACCES)"
+            ))),
+        "{v:#?}"
     );
 }
