@@ -71,6 +71,12 @@ fn cut_secret_start(s: &str) -> Option<usize> {
     if let Some(m) = CUT_TOKEN.find(s) {
         return Some(m.start());
     }
+    // A URL's password or a JSON secret's value, cut before its end.
+    for re in [&*CUT_USERINFO, &*CUT_JSON_SECRET] {
+        if let Some(value) = re.captures(s).and_then(|c| c.get(1)) {
+            return Some(value.start());
+        }
+    }
     let begin = CUT_PEM.find(s)?;
     (!s[begin.end()..].contains("-----END")).then_some(begin.end())
 }
@@ -78,6 +84,16 @@ fn cut_secret_start(s: &str) -> Option<usize> {
 static CUT_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"\b(?:gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|xapp-|eyJ|sk-|glpat-|AIza|[sr]k_(?:live|test)_|npm_|hf_|pypi-)[A-Za-z0-9_.-]*$",
+    )
+    .unwrap()
+});
+
+static CUT_USERINFO: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:([^/@\s]*)$").unwrap());
+
+static CUT_JSON_SECRET: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i)"[a-z_-]*(?:password|passwd|secret|token|api_?key|credential)[a-z_-]*"\s*:\s*"([^"]*)$"#,
     )
     .unwrap()
 });
@@ -217,6 +233,8 @@ static RULES: &[ToolRule] = &[
     },
     ToolRule {
         names: &["curl"],
+        // A cookie string (or its file's name) and a bearer token.
+        next: &["-b", "--cookie", "--oauth2-bearer"],
         user_pass: &["-u", "--user", "-U", "--proxy-user"],
         ..NO_RULE
     },
@@ -596,6 +614,23 @@ fn redact_by_rule(
             && !v.is_empty()
         {
             return plain(format!("{u}{}", redact_user_pass(v, rule.sep, depth, n)));
+        }
+        // In a cluster of flags (`-su admin:pw`, `-sSuadmin:pw`): after the letter, the value
+        // is glued or is the next argument.
+        let letter = u.as_bytes()[1];
+        let flags = &arg.as_bytes()[1..];
+        if let Some(at) = flags.iter().position(|&b| b == letter)
+            && at > 0
+            && flags[..at].iter().all(u8::is_ascii_alphabetic)
+        {
+            let (head, value) = arg.split_at(at + 2);
+            if value.is_empty() {
+                return Some((arg.to_string(), Next::UserPass(rule.sep), Seen::Nothing));
+            }
+            return plain(format!(
+                "{head}{}",
+                redact_user_pass(value, rule.sep, depth, n)
+            ));
         }
     }
     if rule.batch_last
@@ -1082,6 +1117,16 @@ mod tests {
             assert_eq!(out[2], want, "{last}");
             assert!(n >= 1, "{last}");
         }
+        for (last, want) in [
+            ("https://bob:hunter2sec", "https://bob:[REDACTED]"),
+            (
+                r#"{"user": "a", "password":"hunter2se"#,
+                r#"{"user": "a", "password":"[REDACTED]"#,
+            ),
+        ] {
+            let (out, _) = super::redact_cut_argv(&argv(last));
+            assert_eq!(out[2], want, "{last}");
+        }
         // Not a secret's beginning: left as it is, and only the last argument is looked at.
         for last in ["hello world", "ask-me", "release-v1", "a ghp_x b"] {
             let (out, n) = super::redact_cut_argv(&argv(last));
@@ -1399,6 +1444,29 @@ mod tests {
         );
         untouched(&["curl", "-u", "alice", "https://x"]);
         untouched(&["ps", "-u", "root:wheel"]);
+        // In a cluster of flags.
+        check(
+            &["curl", "-su", "admin:pw", "u"],
+            &["curl", "-su", "admin:[REDACTED]", "u"],
+            1,
+        );
+        check(
+            &["curl", "-sSuadmin:pw", "u"],
+            &["curl", "-sSuadmin:[REDACTED]", "u"],
+            1,
+        );
+        untouched(&["curl", "-sS", "https://x"]);
+        // Cookies and bearer tokens.
+        check(
+            &["curl", "-b", "session=abc123", "u"],
+            &["curl", "-b", "[REDACTED]", "u"],
+            1,
+        );
+        check(
+            &["curl", "--oauth2-bearer", "tok123", "u"],
+            &["curl", "--oauth2-bearer", "[REDACTED]", "u"],
+            1,
+        );
     }
 
     #[test]
