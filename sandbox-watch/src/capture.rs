@@ -252,10 +252,10 @@ impl Capture {
     }
 
     fn probe_info(&self) -> ProbeInfo {
-        ProbeInfo {
-            file_open: self.probe.file_hook.as_str().into(),
-            gaps: self.probe.gaps.clone(),
-        }
+        ProbeInfo::new(
+            self.probe.file_hook.as_str().into(),
+            self.probe.gaps.clone(),
+        )
     }
 
     fn process_json(&self, p: &Process) -> Value {

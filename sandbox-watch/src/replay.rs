@@ -104,10 +104,7 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
         pid: None,
         container: None,
     };
-    let mut probe = ProbeInfo {
-        file_open: "unknown".into(),
-        gaps: Vec::new(),
-    };
+    let mut probe = ProbeInfo::new("unknown".into(), Vec::new());
     let mut agent = Agent {
         pid: None,
         netns: None,

@@ -61,6 +61,28 @@ pub struct Exit {
 pub struct ProbeInfo {
     pub file_open: String,
     pub gaps: Vec<String>,
+    /// What sandbox-watch does not watch on any kernel (see `NOT_WATCHED`).
+    #[serde(default)]
+    pub not_watched: Vec<String>,
+}
+
+/// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
+/// reads its silence as "did not happen".
+pub const NOT_WATCHED: &[&str] = &[
+    "symbolic and hard links, mkdir, chmod, chown and truncate (only opens, deletes and renames are file operations here)",
+    "reads and writes themselves: a file counts as read or written when it is opened for it",
+    "UDP datagrams other than DNS questions to port 53, and the data of any connection",
+    "DNS answers, and names resolved without DNS (/etc/hosts)",
+];
+
+impl ProbeInfo {
+    pub fn new(file_open: String, gaps: Vec<String>) -> ProbeInfo {
+        ProbeInfo {
+            file_open,
+            gaps,
+            not_watched: NOT_WATCHED.iter().map(|s| s.to_string()).collect(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -712,10 +734,7 @@ mod tests {
                 started_at: "2026-11-30T00:00:00Z".into(),
                 ended_at: "2026-11-30T00:00:01Z".into(),
                 exit: Exit::default(),
-                probe: ProbeInfo {
-                    file_open: "tracepoint".into(),
-                    gaps: vec![],
-                },
+                probe: ProbeInfo::new("tracepoint".into(), vec![]),
                 events: 10,
                 lost_by_kind: BTreeMap::new(),
                 undecodable: 0,
