@@ -147,37 +147,39 @@ impl Capture {
         }
     }
 
-    /// One record: to the evidence log, and as OCSF to `--ocsf`.
+    /// One record: to the evidence log, and as OCSF to `--ocsf` and to the TUI, both with the
+    /// log's `seq` and `hash` so each event leads back to its line.
     fn write_log(&mut self, at_ns: u64, kind: &str, fields: Value) {
-        let Value::Object(mut fields) = fields else {
+        let Value::Object(fields) = fields else {
             return;
         };
         let at = self.clock.wall(at_ns);
-        if self.ocsf.is_some() || self.feed.is_some() {
-            fields.insert("kind".into(), kind.into());
-            fields.insert("at".into(), rfc3339_nanos(at).into());
-            let record = Value::Object(fields);
-            let host = self.hostname.as_deref();
-            if let Some(ocsf) = self.ocsf.as_mut()
-                && let Some(event) =
-                    crate::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
-            {
-                ocsf.push(event);
+        let shown = (self.ocsf.is_some() || self.feed.is_some()).then(|| fields.clone());
+        let mut logged = None;
+        if let Some(log) = self.log.as_mut() {
+            let seq = log.records();
+            match log.append(at, kind, fields) {
+                Ok(hash) => logged = Some((seq, hash)),
+                Err(e) => eprintln!("sandbox-watch: writing the log failed: {e}"),
             }
-            if let Some(feed) = &self.feed {
-                let _ = feed.try_send(crate::tui::Feed::Record(record.clone()));
-            }
-            let Value::Object(f) = record else {
-                unreachable!("built as an object")
-            };
-            fields = f;
-            fields.remove("kind");
-            fields.remove("at");
         }
-        if let Some(log) = self.log.as_mut()
-            && let Err(e) = log.append(at, kind, fields)
+        let Some(mut fields) = shown else { return };
+        fields.insert("kind".into(), kind.into());
+        fields.insert("at".into(), rfc3339_nanos(at).into());
+        if let Some((seq, hash)) = logged {
+            fields.insert("seq".into(), seq.into());
+            fields.insert("hash".into(), hash.into());
+        }
+        let record = Value::Object(fields);
+        let host = self.hostname.as_deref();
+        if let Some(ocsf) = self.ocsf.as_mut()
+            && let Some(event) =
+                crate::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
         {
-            eprintln!("sandbox-watch: writing the log failed: {e}");
+            ocsf.push(event);
+        }
+        if let Some(feed) = &self.feed {
+            let _ = feed.try_send(crate::tui::Feed::Record(record));
         }
     }
 

@@ -553,6 +553,15 @@ fn the_ocsf_export_has_records_of_each_class() {
     for class in [1007, 1001, 4001] {
         assert!(classes.contains(&class), "class {class} in {classes:?}");
     }
+    // Each event leads back to its log line: metadata.sequence is its seq, uid its hash.
+    let log: Vec<Value> = lines(&r.log)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for rec in &records {
+        let seq = rec["metadata"]["sequence"].as_u64().expect("a sequence") as usize;
+        assert_eq!(rec["metadata"]["uid"], log[seq]["hash"], "{rec:#}");
+    }
     for rec in &records {
         assert!(
             rec["metadata"]["version"]
