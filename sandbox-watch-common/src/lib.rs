@@ -33,10 +33,12 @@ pub enum EventKind {
     Net = 7,
     /// An open that failed (the path as the caller gave it, with its directory).
     OpenFailed = 8,
+    /// A symbolic or hard link made: the target, then the new name.
+    Link = 9,
 }
 
 /// Number of event kinds plus one: the size of the per-kind drop counter array.
-pub const KIND_SLOTS: u32 = 9;
+pub const KIND_SLOTS: u32 = 10;
 
 impl EventKind {
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -49,6 +51,7 @@ impl EventKind {
             6 => Self::Rename,
             7 => Self::Net,
             8 => Self::OpenFailed,
+            9 => Self::Link,
             _ => return None,
         })
     }
@@ -63,6 +66,7 @@ impl EventKind {
             Self::Rename => "rename",
             Self::Net => "net",
             Self::OpenFailed => "open_failed",
+            Self::Link => "link",
         }
     }
 
@@ -78,6 +82,7 @@ impl EventKind {
             Self::Rename => core::mem::size_of::<FileEvent>(),
             Self::Net => core::mem::size_of::<NetEvent>(),
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
+            Self::Link => core::mem::size_of::<FileEvent>(),
         }
     }
 }
@@ -152,6 +157,10 @@ pub struct ExitEvent {
 pub const PATH_FROM_FILE: u32 = 1;
 /// Directory part from the kernel (dirfd or cwd), last part from the syscall argument.
 pub const PATH_FROM_DIR_AND_NAME: u32 = 2;
+/// The argument as the caller gave it, not resolved (a symbolic link's target).
+pub const PATH_AS_GIVEN: u32 = 3;
+/// In a `Link` event's `open_flags`: a symbolic link (else a hard link).
+pub const LINK_SYMBOLIC: u32 = 1;
 
 /// An open (from the `struct file`), unlink or rename by a traced process.
 /// Tail: `path_len` bytes, then `new_path_len` bytes (rename only). A path is either

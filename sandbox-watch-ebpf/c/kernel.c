@@ -262,12 +262,13 @@ SW_INLINE void sw_sk_remote_addr(void *sk, u8 *out)
 		bpf_core_read(out, 4, &s->__sk_common.skc_daddr);
 }
 
-// The current syscall's first three arguments, from the user registers saved at its entry:
+// The current syscall's first four arguments, from the user registers saved at its entry:
 // they are still there at its exit (only the return value's register changes).
 SW_INLINE void sw_syscall_args(u64 *args)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	args[0] = PT_REGS_PARM1_CORE(regs);
-	args[1] = PT_REGS_PARM2_CORE(regs);
-	args[2] = PT_REGS_PARM3_CORE(regs);
+	args[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	args[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	args[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	args[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
 }

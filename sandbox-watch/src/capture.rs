@@ -383,6 +383,19 @@ impl Capture {
                     self.write_log(at, "net", fields);
                 }
             }
+            Event::Link { op, symbolic } => {
+                if let Some(i) = self.files.link(&self.classifier, op, *symbolic) {
+                    let mut e = self.files.entries[i].clone();
+                    e.count = 1;
+                    let record = if e.result.is_some() {
+                        "file_failed"
+                    } else {
+                        "file"
+                    };
+                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
+                    self.write_log(at, record, fields);
+                }
+            }
             Event::FailedOpen(f) => {
                 if let Some(i) = self.files.failed_open(&self.classifier, f) {
                     let mut e = self.files.entries[i].clone();

@@ -121,6 +121,11 @@ pub enum Event {
     Unlink(PathOp),
     Rename(PathOp),
     FailedOpen(FailedOpen),
+    /// A link made: `path` is its target (as given, for a symbolic link), `new_path` the link.
+    Link {
+        op: PathOp,
+        symbolic: bool,
+    },
     Net(Net),
 }
 
@@ -132,6 +137,7 @@ impl Event {
             Event::FileOpen(f) => &f.header,
             Event::Unlink(p) | Event::Rename(p) => &p.header,
             Event::FailedOpen(f) => &f.header,
+            Event::Link { op, .. } => &op.header,
             Event::Net(n) => &n.header,
         }
     }
@@ -231,6 +237,22 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 open_flags: f.open_flags,
                 result: f.result,
             })
+        }
+        EventKind::Link => {
+            let f: FileEvent = read(bytes).expect("length checked");
+            let first = take(kind, tail, f.path_len as usize)?;
+            let second = take(kind, &tail[first.len()..], f.new_path_len as usize)?;
+            Event::Link {
+                op: PathOp {
+                    header: hdr,
+                    path: path_of(f.path_kind, first),
+                    path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+                    new_path: Some(path_of(f.new_path_kind, second)),
+                    new_path_truncated: f.flags & common::NEW_PATH_TRUNCATED != 0,
+                    result: f.result,
+                },
+                symbolic: f.open_flags & common::LINK_SYMBOLIC != 0,
+            }
         }
         EventKind::Unlink | EventKind::Rename => {
             let f: FileEvent = read(bytes).expect("length checked");
@@ -380,6 +402,9 @@ pub fn path_from_walk(bytes: &[u8]) -> String {
 
 /// A path of either kind (see `sandbox_watch_common::FileEvent`).
 fn path_of(kind: u32, bytes: &[u8]) -> String {
+    if kind == common::PATH_AS_GIVEN {
+        return escape(until_nul(bytes));
+    }
     if kind != common::PATH_FROM_DIR_AND_NAME {
         return path_from_walk(bytes);
     }

@@ -86,6 +86,12 @@ pub struct FileEntry {
     /// caller's, not the kernel's file (not verified).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub result: Option<String>,
+    /// A link created at `path`: what it points to (a symbolic link's target as given, or the
+    /// file a hard link shares), and which kind.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link: Option<String>,
 }
 
 /// The name of a -errno result: `EACCES`.
@@ -214,6 +220,8 @@ impl Files {
             sha256: None,
             sha256_skipped: None,
             result: None,
+            link_to: None,
+            link: None,
         };
         let index = if plain_read && self.detailed_reads >= DETAILED_READS {
             self.fold(start_ns, &entry)
@@ -301,6 +309,8 @@ impl Files {
             sha256: None,
             sha256_skipped: None,
             result: Some(errno_name(f.result)),
+            link_to: None,
+            link: None,
         })
     }
 
@@ -354,6 +364,48 @@ impl Files {
             sha256: None,
             sha256_skipped: None,
             result: (p.result != 0).then(|| errno_name(p.result)),
+            link_to: None,
+            link: None,
+        };
+        if entry.result.is_some() {
+            return self.add_failed(entry);
+        }
+        self.entries.push(entry);
+        Some(self.entries.len() - 1)
+    }
+
+    /// A link made (or refused): an entry `create` at the link's path, with what it points to.
+    /// Judged by where it is (a symbolic link named ~/.bashrc runs at every shell) and by what
+    /// it points to (a link to a key exposes the key).
+    pub fn link(&mut self, classifier: &Classifier, p: &PathOp, symbolic: bool) -> Option<usize> {
+        if matches!(-p.result, libc::ENOENT | libc::ENOTDIR) {
+            return None;
+        }
+        let at = p.new_path.clone().unwrap_or_default();
+        let c = classifier.classify(&at, 0, p.new_path_truncated, true);
+        let c_to = classifier.classify(&p.path, 0, p.path_truncated, false);
+        let entry = FileEntry {
+            pid: p.header.tgid,
+            op: Op::Create,
+            path: at,
+            new_path: None,
+            fs: None,
+            magic: None,
+            dev: None,
+            ino: None,
+            path_truncated: p.path_truncated || p.new_path_truncated,
+            flags: None,
+            credential: c.credential || c_to.credential,
+            verified: false,
+            unverified_reason: None,
+            persistence: c.persistence,
+            count: 1,
+            folded: None,
+            sha256: None,
+            sha256_skipped: None,
+            result: (p.result != 0).then(|| errno_name(p.result)),
+            link_to: Some(p.path.clone()),
+            link: Some(if symbolic { "symbolic" } else { "hard" }.to_string()),
         };
         if entry.result.is_some() {
             return self.add_failed(entry);

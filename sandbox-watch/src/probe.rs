@@ -119,6 +119,8 @@ const PROGRAMS: &[Program] = &[
     sys("sys_enter_rename", "rename"), sys("sys_exit_rename", "rename"),
     sys("sys_enter_renameat", "renameat"), sys("sys_exit_renameat", "renameat"),
     sys("sys_enter_renameat2", "renameat2"), sys("sys_exit_renameat2", "renameat2"),
+    sys("sys_exit_symlink", "symlink"), sys("sys_exit_symlinkat", "symlinkat"),
+    sys("sys_exit_link", "link"), sys("sys_exit_linkat", "linkat"),
     sys("sys_enter_connect", "connect"), sys("sys_exit_connect", "connect"),
     sys("sys_enter_listen", "listen"), sys("sys_exit_listen", "listen"),
     sys("sys_enter_bind", "UDP server bind"), sys("sys_exit_bind", "UDP server bind"),

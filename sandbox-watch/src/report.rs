@@ -69,7 +69,7 @@ pub struct ProbeInfo {
 /// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
-    "symbolic and hard links, mkdir, chmod, chown and truncate (only opens, deletes and renames are file operations here)",
+    "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
     "UDP datagrams other than DNS questions to port 53, and the data of any connection",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
@@ -235,14 +235,21 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                     .unwrap_or("path from the syscall")
             )
         };
-        let summary = match &f.result {
-            Some(error) => format!(
+        let summary = match (&f.result, &f.link_to) {
+            (Some(error), _) => format!(
                 "pid {} tried to {} credential {} (failed: {error})",
                 f.pid,
                 attempt(f.op),
                 clean(&f.path)
             ),
-            None => format!(
+            (None, Some(to)) => format!(
+                "pid {} made {} a {} link to {} (a credential)",
+                f.pid,
+                clean(&f.path),
+                f.link.as_deref().unwrap_or("symbolic"),
+                clean(to)
+            ),
+            (None, None) => format!(
                 "pid {} {} credential {} ({how})",
                 f.pid,
                 verb(f.op),
@@ -293,13 +300,19 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
-        let summary = match &f.result {
-            Some(error) => format!(
+        let summary = match (&f.result, &f.link_to) {
+            (Some(error), _) => format!(
                 "pid {} tried to {} {path} (failed: {error})",
                 f.pid,
                 attempt(f.op)
             ),
-            None => format!("pid {} {} {path}", f.pid, verb(f.op)),
+            (None, Some(to)) => format!(
+                "pid {} made {path} a {} link to {}",
+                f.pid,
+                f.link.as_deref().unwrap_or("symbolic"),
+                clean(to)
+            ),
+            (None, None) => format!("pid {} {} {path}", f.pid, verb(f.op)),
         };
         out.push(Violation {
             kind: "persistence".into(),

@@ -489,3 +489,59 @@ fn opens_that_fail_are_reported_for_secrets_and_refusals() {
         "{v:#?}"
     );
 }
+
+#[test]
+fn links_are_created_files_judged_by_where_they_are_and_what_they_point_to() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::create_dir_all(dir.path().join("home/.ssh")).unwrap();
+    std::fs::write(dir.path().join("home/.ssh/id_rsa"), "key").unwrap();
+    let script = format!(
+        "cd {d} && ln -s /tmp/evil-profile home/.profile && ln home/.ssh/id_rsa notes.txt \
+         && ln -s plain.txt other && ln -s again home/.profile; true"
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let links: Vec<&Value> = r.files().iter().filter(|f| f["link"].is_string()).collect();
+    let at = |path: String, failed: bool| {
+        *links
+            .iter()
+            .find(|f| f["path"] == path && f["result"].is_string() == failed)
+            .unwrap_or_else(|| panic!("{path} in {links:#?}"))
+    };
+    let profile = at(format!("{d}/home/.profile"), false);
+    assert_eq!(
+        (&profile["op"], &profile["link"], &profile["link_to"]),
+        (
+            &"create".into(),
+            &"symbolic".into(),
+            &"/tmp/evil-profile".into()
+        )
+    );
+    assert_eq!(profile["persistence"], true);
+    let hard = at(format!("{d}/notes.txt"), false);
+    assert_eq!(hard["link"], "hard");
+    assert_eq!(hard["link_to"], format!("{d}/home/.ssh/id_rsa"));
+    assert_eq!(hard["credential"], true, "a link to a key exposes the key");
+    let other = at(format!("{d}/other"), false);
+    assert_eq!(
+        other["link_to"], "plain.txt",
+        "a symbolic link's target as given"
+    );
+    assert_eq!(other["credential"], false);
+    assert_eq!(other["persistence"], false);
+    let refused = at(format!("{d}/home/.profile"), true);
+    assert_eq!(refused["result"], "EEXIST");
+    let summaries: Vec<&str> = r.report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["summary"].as_str().unwrap())
+        .collect();
+    assert!(
+        summaries.iter().any(|s| s.contains(&format!(
+            "made {d}/home/.profile a symbolic link to /tmp/evil-profile"
+        ))),
+        "{summaries:#?}"
+    );
+}

@@ -52,6 +52,7 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "symlinks_and_relative_paths_are_resolved_by_the_kernel",
             "an_open_storm_is_one_entry_with_its_count",
             "opens_that_fail_are_reported_for_secrets_and_refusals",
+            "links_are_created_files_judged_by_where_they_are_and_what_they_point_to",
         ],
     ),
     (

@@ -19,8 +19,8 @@ use aya_ebpf::{
     programs::{FEntryContext, FExitContext, TracePointContext},
 };
 use sandbox_watch_common::{
-    ALWAYS_REPORT, EventKind, FileEvent, NEW_PATH_TRUNCATED, PATH_FROM_DIR_AND_NAME,
-    PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
+    ALWAYS_REPORT, EventKind, FileEvent, LINK_SYMBOLIC, NEW_PATH_TRUNCATED, PATH_AS_GIVEN,
+    PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
 use super::syscall::{RET, arg, remember, take};
@@ -94,7 +94,7 @@ fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
         }
         // No file to read: the path and flags as the caller gave them (still in the saved
         // registers at the exit).
-        let mut a = [0u64; 3];
+        let mut a = [0u64; 4];
         unsafe { sw_syscall_args(a.as_mut_ptr()) };
         let (dirfd, name, flags) = match args {
             Args::DirNameFlags => (a[0] as i32 as i64, a[1], a[2] as u32),
@@ -247,6 +247,106 @@ fn report_open(file: Ptr) {
         base,
         core::mem::size_of::<FileEvent>() + path_len as usize,
     );
+}
+
+// ---- links ----
+//
+// Only the exits: the arguments are read from the registers saved at the syscall's entry.
+
+#[tracepoint(category = "syscalls", name = "sys_exit_symlink")]
+pub fn sys_exit_symlink(ctx: TracePointContext) -> u32 {
+    exit_link(&ctx, LinkArgs::Symlink)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_symlinkat")]
+pub fn sys_exit_symlinkat(ctx: TracePointContext) -> u32 {
+    exit_link(&ctx, LinkArgs::Symlinkat)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_link")]
+pub fn sys_exit_link(ctx: TracePointContext) -> u32 {
+    exit_link(&ctx, LinkArgs::Link)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_linkat")]
+pub fn sys_exit_linkat(ctx: TracePointContext) -> u32 {
+    exit_link(&ctx, LinkArgs::Linkat)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LinkArgs {
+    /// symlink(target, linkpath)
+    Symlink,
+    /// symlinkat(target, newdirfd, linkpath)
+    Symlinkat,
+    /// link(oldpath, newpath)
+    Link,
+    /// linkat(olddirfd, oldpath, newdirfd, newpath, flags)
+    Linkat,
+}
+
+#[inline(always)]
+fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let result = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) as i32;
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
+    let (old_dirfd, old, new_dirfd, new) = match args {
+        LinkArgs::Symlink => (0, a[0], AT_FDCWD, a[1]),
+        LinkArgs::Symlinkat => (0, a[0], a[1] as i32 as i64, a[2]),
+        LinkArgs::Link => (AT_FDCWD, a[0], AT_FDCWD, a[1]),
+        LinkArgs::Linkat => (a[0] as i32 as i64, a[1], a[2] as i32 as i64, a[3]),
+    };
+    let symbolic = matches!(args, LinkArgs::Symlink | LinkArgs::Symlinkat);
+    let Some(base) = scratch() else { return 0 };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    // A symbolic link's target is kept as given (it is resolved from the link's directory, when
+    // it is used); a hard link's is a file, resolved like any name.
+    let first = if symbolic {
+        let n = unsafe { bpf_probe_read_user_str(tail.cast(), NAME_MAX as u32, old as *const _) };
+        let len = if n > 0 { n as u32 } else { 0 };
+        if len as usize >= NAME_MAX {
+            len | WALK_TRUNCATED
+        } else {
+            len
+        }
+    } else {
+        dir_and_name(old_dirfd, old, tail)
+    };
+    let path_len = first & !WALK_TRUNCATED & PATH_MASK;
+    let second = dir_and_name(new_dirfd, new, unsafe { tail.add(path_len as usize) });
+    let new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
+    let mut flags = 0;
+    if first & WALK_TRUNCATED != 0 {
+        flags |= PATH_TRUNCATED;
+    }
+    if second & WALK_TRUNCATED != 0 {
+        flags |= NEW_PATH_TRUNCATED;
+    }
+    let tgid = current_tgid();
+    unsafe {
+        *event = FileEvent {
+            header: header(EventKind::Link, tgid, sw_task_start_ns(current_task())),
+            open_flags: if symbolic { LINK_SYMBOLIC } else { 0 },
+            flags,
+            path_kind: if symbolic {
+                PATH_AS_GIVEN
+            } else {
+                PATH_FROM_DIR_AND_NAME
+            },
+            path_len,
+            new_path_kind: PATH_FROM_DIR_AND_NAME,
+            new_path_len,
+            result,
+            ..Default::default()
+        };
+    }
+    let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
+    submit(EventKind::Link, base, size);
+    0
 }
 
 // ---- deletes and renames ----
