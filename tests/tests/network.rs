@@ -39,6 +39,16 @@ fn ports(r: &Run) -> (u64, u64) {
     (v[0], v[1])
 }
 
+/// Python that builds a DNS question: `query(name, qtype)`.
+const DNS_QUERY: &str = r#"
+import socket, struct
+def query(name, qtype=1):
+    q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\0" + struct.pack(">HH", qtype, 1)
+"#;
+
 #[test]
 fn listener_ok_connect_and_refused_connect_on_v4_and_v6() {
     for host in ["127.0.0.1", "::1"] {
@@ -96,13 +106,8 @@ print(port, dead)
 
 #[test]
 fn dns_names_through_sendto_and_a_connected_socket() {
-    let py = r#"
-import socket, struct
-def query(name, qtype=1):
-    q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
-    for label in name.split("."):
-        q += bytes([len(label)]) + label.encode()
-    return q + b"\0" + struct.pack(">HH", qtype, 1)
+    let py = DNS_QUERY.to_string()
+        + r#"
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.sendto(query("first.sandbox-watch.test"), ("127.0.0.1", 53))
 c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -115,7 +120,7 @@ for send in (lambda: c.send(query("second.sandbox-watch.test", 28)),
     try: send()
     except ConnectionRefusedError: send()
 "#;
-    let r = run(&[], &["python3", "-c", py]);
+    let r = run(&[], &["python3", "-c", &py]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let dns = find(&r, |n| n["op"] == "dns");
     let names: Vec<&str> = dns.iter().filter_map(|n| n["name"].as_str()).collect();
@@ -255,13 +260,8 @@ fn allow_net_gives_one_violation_for_the_one_destination_outside_it() {
 
 #[test]
 fn allowed_dns_questions_allow_their_resolver_connect_and_others_do_not() {
-    let py = r#"
-import socket, struct
-def query(name, qtype=1):
-    q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
-    for label in name.split("."):
-        q += bytes([len(label)]) + label.encode()
-    return q + b"\0" + struct.pack(">HH", qtype, 1)
+    let py = DNS_QUERY.to_string()
+        + r#"
 c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 c.connect(("127.0.0.1", 53))
 for name, qtype in (("allowed.sandbox-watch.test", 1), ("allowed.sandbox-watch.test", 28)):
@@ -272,7 +272,7 @@ s.sendto(query("elsewhere.sandbox-watch.test"), ("127.0.0.2", 53))
 "#;
     let r = run(
         &["--allow-net", "allowed.sandbox-watch.test:443"],
-        &["python3", "-c", py],
+        &["python3", "-c", &py],
     );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let v: Vec<&str> = r.report["violations"]
