@@ -384,24 +384,14 @@ impl Capture {
                 }
             }
             Event::Link { op, symbolic } => {
-                if let Some(i) = self.files.link(&self.classifier, op, *symbolic) {
-                    let mut e = self.files.entries[i].clone();
-                    e.count = 1;
-                    let record = if e.result.is_some() {
-                        "file_failed"
-                    } else {
-                        "file"
-                    };
-                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
-                    self.write_log(at, record, fields);
+                match self.files.link(&self.classifier, op, *symbolic) {
+                    Some(i) => self.log_file(at, i),
+                    None => self.log_missing(at, Op::Create, op),
                 }
             }
             Event::FailedOpen(f) => {
                 if let Some(i) = self.files.failed_open(&self.classifier, f) {
-                    let mut e = self.files.entries[i].clone();
-                    e.count = 1;
-                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
-                    self.write_log(at, "file_failed", fields);
+                    self.log_file(at, i);
                 }
             }
             Event::Unlink(op) | Event::Rename(op) => {
@@ -410,16 +400,9 @@ impl Capture {
                 } else {
                     Op::Delete
                 };
-                if let Some(i) = self.files.path_op(&self.classifier, kind, op) {
-                    let mut e = self.files.entries[i].clone();
-                    e.count = 1;
-                    let record = if e.result.is_some() {
-                        "file_failed"
-                    } else {
-                        "file"
-                    };
-                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
-                    self.write_log(at, record, fields);
+                match self.files.path_op(&self.classifier, kind, op) {
+                    Some(i) => self.log_file(at, i),
+                    None => self.log_missing(at, kind, op),
                 }
             }
         }
@@ -500,6 +483,28 @@ impl Capture {
         // Whatever the kernel sent before the end still counts.
         self.drain(ring.get_mut());
         Ok(())
+    }
+
+    /// Logs the file entry an event made or counted, as that one event (count 1): `file`, or
+    /// `file_failed` for an operation that failed.
+    fn log_file(&mut self, at: u64, i: usize) {
+        let mut e = self.files.entries[i].clone();
+        e.count = 1;
+        let record = if e.result.is_some() {
+            "file_failed"
+        } else {
+            "file"
+        };
+        let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
+        self.write_log(at, record, fields);
+    }
+
+    /// A delete, rename or link that failed because there was nothing there: no entry, but the
+    /// log keeps it.
+    fn log_missing(&mut self, at: u64, kind: Op, op: &crate::decode::PathOp) {
+        let fields = json!({ "pid": op.header.tgid, "op": kind, "path": op.path,
+            "new_path": op.new_path, "result": crate::files::errno_name(op.result) });
+        self.write_log(at, "file_failed", fields);
     }
 
     /// Handles every record waiting in the ring buffer.

@@ -480,6 +480,15 @@ fn opens_that_fail_are_reported_for_secrets_and_refusals() {
         !failed.iter().any(|f| f.1.ends_with("/nothing")),
         "{failed:?}"
     );
+    let logged = r.log_text();
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains("\"kind\":\"file_failed\"")
+                && l.contains(&format!("\"path\":\"{h}/nothing\""))
+                && l.contains("\"result\":\"ENOENT\"")),
+        "the delete of nothing is in the log"
+    );
     let v = credential_violations(&r);
     assert!(
         v.iter()
