@@ -94,6 +94,36 @@ pub struct FileEntry {
     pub link: Option<String>,
 }
 
+impl FileEntry {
+    /// An entry for a path as the caller named it (delete, rename, link, failed open): no file
+    /// was opened, so no filesystem identity and nothing verified.
+    fn named(pid: u32, op: Op, path: String) -> FileEntry {
+        FileEntry {
+            pid,
+            op,
+            path,
+            new_path: None,
+            fs: None,
+            magic: None,
+            dev: None,
+            ino: None,
+            path_truncated: false,
+            flags: None,
+            credential: false,
+            verified: false,
+            unverified_reason: None,
+            persistence: false,
+            count: 1,
+            folded: None,
+            sha256: None,
+            sha256_skipped: None,
+            result: None,
+            link_to: None,
+            link: None,
+        }
+    }
+}
+
 /// The name of a -errno result: `EACCES`.
 pub fn errno_name(result: i32) -> String {
     match nix::errno::Errno::from_raw(-result) {
@@ -288,29 +318,15 @@ impl Files {
         let op = if writes { Op::Write } else { Op::Read };
         let c = classifier.classify(&f.path, 0, f.path_truncated, writes);
         self.add_failed(FileEntry {
-            pid: f.header.tgid,
-            op,
-            path: f.path.clone(),
-            new_path: None,
-            fs: None,
-            magic: None,
-            dev: None,
-            ino: None,
             path_truncated: f.path_truncated,
             flags: Some(open_flags(f.open_flags)),
             credential: c.credential,
-            verified: false,
             unverified_reason: c
                 .credential
                 .then(|| "the open failed: the path is the caller's".to_string()),
             persistence: c.persistence,
-            count: 1,
-            folded: None,
-            sha256: None,
-            sha256_skipped: None,
             result: Some(errno_name(f.result)),
-            link_to: None,
-            link: None,
+            ..FileEntry::named(f.header.tgid, op, f.path.clone())
         })
     }
 
@@ -344,34 +360,14 @@ impl Files {
             .new_path
             .as_deref()
             .map(|n| classifier.classify(n, 0, p.new_path_truncated, true));
-        let entry = FileEntry {
-            pid: p.header.tgid,
-            op,
-            path: p.path.clone(),
+        self.add(FileEntry {
             new_path: p.new_path.clone(),
-            fs: None,
-            magic: None,
-            dev: None,
-            ino: None,
             path_truncated: p.path_truncated || p.new_path_truncated,
-            flags: None,
             credential: c.credential || c_new.as_ref().is_some_and(|c| c.credential),
-            verified: false,
-            unverified_reason: None,
             persistence: c.persistence || c_new.as_ref().is_some_and(|c| c.persistence),
-            count: 1,
-            folded: None,
-            sha256: None,
-            sha256_skipped: None,
             result: (p.result != 0).then(|| errno_name(p.result)),
-            link_to: None,
-            link: None,
-        };
-        if entry.result.is_some() {
-            return self.add_failed(entry);
-        }
-        self.entries.push(entry);
-        Some(self.entries.len() - 1)
+            ..FileEntry::named(p.header.tgid, op, p.path.clone())
+        })
     }
 
     /// A link made (or refused): an entry `create` at the link's path, with what it points to.
@@ -384,29 +380,19 @@ impl Files {
         let at = p.new_path.clone().unwrap_or_default();
         let c = classifier.classify(&at, 0, p.new_path_truncated, true);
         let c_to = classifier.classify(&p.path, 0, p.path_truncated, false);
-        let entry = FileEntry {
-            pid: p.header.tgid,
-            op: Op::Create,
-            path: at,
-            new_path: None,
-            fs: None,
-            magic: None,
-            dev: None,
-            ino: None,
+        self.add(FileEntry {
             path_truncated: p.path_truncated || p.new_path_truncated,
-            flags: None,
             credential: c.credential || c_to.credential,
-            verified: false,
-            unverified_reason: None,
             persistence: c.persistence,
-            count: 1,
-            folded: None,
-            sha256: None,
-            sha256_skipped: None,
             result: (p.result != 0).then(|| errno_name(p.result)),
             link_to: Some(p.path.clone()),
             link: Some(if symbolic { "symbolic" } else { "hard" }.to_string()),
-        };
+            ..FileEntry::named(p.header.tgid, Op::Create, at)
+        })
+    }
+
+    /// A new entry, or a failed one counted with its repeats.
+    fn add(&mut self, entry: FileEntry) -> Option<usize> {
         if entry.result.is_some() {
             return self.add_failed(entry);
         }
