@@ -484,7 +484,8 @@ fn file_event(rest: &mut Map<String, Value>, done: bool) -> Event {
     } else {
         let result = take(rest, "result");
         let detail = match result.as_ref().and_then(Value::as_i64) {
-            Some(r) => Some(errno_name(r.unsigned_abs())),
+            // Older logs wrote the -errno number.
+            Some(r) => Some(crate::files::errno_name(-(r.unsigned_abs() as i32))),
             None => result.as_ref().and_then(Value::as_str).map(str::to_string),
         };
         if let Some(r) = &result {
@@ -503,35 +504,6 @@ fn file_event(rest: &mut Map<String, Value>, done: bool) -> Event {
     e.set("message", json!(message));
     e.set("actor", json!({ "process": pid_process(pid) }));
     e
-}
-
-/// The names of the errors a path operation can end with (others: `errno N`).
-fn errno_name(errno: u64) -> String {
-    let name = match errno {
-        1 => "EPERM",
-        2 => "ENOENT",
-        5 => "EIO",
-        9 => "EBADF",
-        13 => "EACCES",
-        14 => "EFAULT",
-        16 => "EBUSY",
-        17 => "EEXIST",
-        18 => "EXDEV",
-        20 => "ENOTDIR",
-        21 => "EISDIR",
-        22 => "EINVAL",
-        24 => "EMFILE",
-        26 => "ETXTBSY",
-        28 => "ENOSPC",
-        30 => "EROFS",
-        31 => "EMLINK",
-        36 => "ENAMETOOLONG",
-        39 => "ENOTEMPTY",
-        40 => "ELOOP",
-        122 => "EDQUOT",
-        n => return format!("errno {n}"),
-    };
-    name.to_string()
 }
 
 /// `net` (connect, listen, dns) and `net_result` (the outcome of an in-progress connect).
