@@ -378,17 +378,9 @@ fn planted_secrets_never_reach_an_output() {
         "/bin/echo --password={} > /dev/null; /bin/echo {} > /dev/null; /bin/echo -H 'Authorization: Bearer {}' > /dev/null; /bin/echo key {} > /dev/null; env > /dev/null",
         secrets[0], secrets[1], secrets[2], secrets[4]
     );
-    let [log, report, summary, ocsf] =
-        ["log.jsonl", "report.json", "summary.md", "ocsf.jsonl"].map(|f| dir.path().join(f));
     let out = command()
-        .args(["run", "--headless", "--log"])
-        .arg(&log)
-        .arg("--report")
-        .arg(&report)
-        .arg("--summary")
-        .arg(&summary)
-        .arg("--ocsf")
-        .arg(&ocsf)
+        .args(["run", "--headless"])
+        .args(outputs_args(dir.path()))
         .args(["--", "sh", "-c", &script])
         .env("API_TOKEN", secrets[3])
         .output()
@@ -399,13 +391,7 @@ fn planted_secrets_never_reach_an_output() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut outputs = vec![
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    ];
-    for f in [&log, &report, &summary, &ocsf] {
-        outputs.push(std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
-    }
+    let outputs = all_outputs(dir.path(), &out);
     for s in secrets {
         for (i, text) in outputs.iter().enumerate() {
             assert!(!text.contains(s), "secret {s} found in output {i}");
