@@ -2,13 +2,15 @@
 //!
 //! `setup` installs what building the BPF object needs and does nothing when it is all there:
 //! the nightly's rust-src, bpf-linker built against the nightly's own LLVM, clang, libbpf
-//! headers and bpftool (for the CO-RE C shim).
+//! headers and bpftool (for the CO-RE C shim); and the pinned agent CLIs the real-agent tests
+//! drive (`agents.rs`).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod agents;
 mod bench;
 mod vm;
 
@@ -192,6 +194,9 @@ fn setup() -> anyhow::Result<()> {
         ("python3", have("python3")),
         ("git", have("git")),
         ("tmux", have("tmux")),
+        // The real-agent tests: npm installs the agent CLIs; the session makes a venv.
+        ("npm", have("npm")),
+        ("python3-venv", crate::installed("python3-venv")),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)
@@ -269,6 +274,9 @@ fn setup() -> anyhow::Result<()> {
             .env("LLVM_PREFIX", &prefix))?;
         std::fs::write(&stamp, &want)?;
     }
+
+    // The real agent CLIs the kernel tests drive, at their pinned versions.
+    agents::setup(&root())?;
 
     // What running needs: say it now rather than fail later.
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
