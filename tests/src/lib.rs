@@ -5,6 +5,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+pub mod agent;
+pub mod tmux;
+
 pub fn bin() -> PathBuf {
     match std::env::var_os("SANDBOX_WATCH_BIN") {
         Some(p) => PathBuf::from(p),
