@@ -1,0 +1,4 @@
+pub mod evidence;
+pub mod ocsf;
+pub mod ocsf_out;
+pub mod report;
