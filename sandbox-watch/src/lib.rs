@@ -11,11 +11,3 @@ pub mod output;
 pub mod replay;
 pub mod state;
 pub mod tui;
-
-// The modules' paths before they moved into folders (removed in the next commit).
-pub use cli::say;
-pub use judge::{classify, dns, netpolicy, redact};
-pub use kernel::{decode, probe};
-pub use launch::{container, target};
-pub use output::{evidence, ocsf, ocsf_out, report};
-pub use state::{files, network, processes as model};

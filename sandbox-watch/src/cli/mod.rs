@@ -8,15 +8,17 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{
-    classify, container, demo, evidence, model, netpolicy, ocsf_out, probe, redact, replay, report,
-    target, tui,
-};
+use crate::judge::{classify, netpolicy, redact};
+use crate::kernel::probe;
+use crate::launch::{container, target};
+use crate::output::{evidence, ocsf_out, report};
+use crate::state::processes;
+use crate::{demo, replay, tui};
 
 use crate::capture::{Capture, Ends, Mode};
-use crate::model::{AgentRule, Model};
-use crate::probe::{FileHook, Probe, ProbeOptions};
-use crate::target::Usage;
+use crate::kernel::probe::{FileHook, Probe, ProbeOptions};
+use crate::launch::target::Usage;
+use crate::state::processes::{AgentRule, Model};
 
 /// Exit statuses (README, "Exit status").
 const EXIT_VIOLATION: u8 = 3;
@@ -690,7 +692,8 @@ fn container(args: ContainerArgs) -> anyhow::Result<u8> {
     let mut probe = Probe::load(&options)?;
     let ring = probe.ring()?;
     // The processes already inside; the kernel adds the others by cgroup from now on.
-    let inside: Vec<model::Existing> = c.pids().into_iter().filter_map(target::existing).collect();
+    let inside: Vec<processes::Existing> =
+        c.pids().into_iter().filter_map(target::existing).collect();
     let ns = fixed_ns.or_else(|| inside.iter().find_map(|e| e.netns));
     let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
     model.agent_pid = inside.first().map(|e| e.pid);

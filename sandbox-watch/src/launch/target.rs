@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
-use crate::model::Existing;
+use crate::state::processes::Existing;
 
 /// A usage error: exit 2 with this sentence.
 #[derive(Debug, thiserror::Error)]

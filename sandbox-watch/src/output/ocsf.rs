@@ -485,7 +485,7 @@ fn file_event(rest: &mut Map<String, Value>, done: bool) -> Event {
         let result = take(rest, "result");
         let detail = match result.as_ref().and_then(Value::as_i64) {
             // Older logs wrote the -errno number.
-            Some(r) => Some(crate::files::errno_name(-(r.unsigned_abs() as i32))),
+            Some(r) => Some(crate::state::files::errno_name(-(r.unsigned_abs() as i32))),
             None => result.as_ref().and_then(Value::as_str).map(str::to_string),
         };
         if let Some(r) = &result {

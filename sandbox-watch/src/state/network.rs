@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{Net, NetOp};
-use crate::model::Verdict;
+use crate::kernel::decode::{Net, NetOp};
+use crate::state::processes::Verdict;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NetEntry {
@@ -142,14 +142,14 @@ impl Network {
         };
         let (mut name, mut qtype, mut malformed) = (None, None, None);
         if n.op == NetOp::Dns {
-            match crate::dns::parse_query(&n.payload) {
-                crate::dns::Query::Name {
+            match crate::judge::dns::parse_query(&n.payload) {
+                crate::judge::dns::Query::Name {
                     name: q, qtype: t, ..
                 } => {
                     name = Some(q);
                     qtype = Some(t);
                 }
-                crate::dns::Query::Malformed { reason, partial } => {
+                crate::judge::dns::Query::Malformed { reason, partial } => {
                     name = Some(partial);
                     malformed = Some(reason);
                     result = "malformed".into();
@@ -248,7 +248,7 @@ fn listening(table: &str, port: u16, state: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::Header;
+    use crate::kernel::decode::Header;
 
     fn net(op: NetOp, port: u16, result: i32, sock: u64) -> Net {
         Net {
