@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 const SCRIPT: &str = include_str!("demo.sh");
 
-pub fn run(dir: Option<PathBuf>) -> anyhow::Result<u8> {
+pub fn run(dir: Option<PathBuf>) -> crate::error::Result<u8> {
     let temp;
     let dir = match dir {
         Some(d) => {

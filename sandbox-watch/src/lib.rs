@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod cli;
 pub mod demo;
+pub mod error;
 pub mod judge;
 pub mod kernel;
 pub mod launch;

@@ -37,15 +37,15 @@ pub fn records(path: &Path) -> std::io::Result<impl Iterator<Item = Value> + use
         }))
 }
 
-pub fn load(path: &Path) -> anyhow::Result<Replayed> {
+pub fn load(path: &Path) -> crate::error::Result<Replayed> {
     let chain = evidence::verify(path).map_err(|e| {
-        crate::launch::target::Usage(format!(
+        crate::error::Usage(format!(
             "{}: cannot read: {e}; give the path of a log written by --log",
             path.display()
         ))
     })?;
     if let Chain::NotALog { reason } = &chain {
-        return Err(crate::launch::target::Usage(format!(
+        return Err(crate::error::Usage(format!(
             "{}: not a sandbox-watch log: {reason}",
             path.display()
         ))
@@ -53,7 +53,7 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
     }
     let mut records = records(path)?.peekable();
     let Some(first) = records.peek() else {
-        return Err(crate::launch::target::Usage(format!(
+        return Err(crate::error::Usage(format!(
             "{}: no complete record to replay",
             path.display()
         ))
@@ -62,7 +62,7 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
     if let Some(schema) = first["schema"].as_str()
         && schema != LOG_SCHEMA
     {
-        return Err(crate::launch::target::Usage(format!(
+        return Err(crate::error::Usage(format!(
             "{}: written in format {schema}, and this sandbox-watch reads {LOG_SCHEMA}; replay it with the version that wrote it (its hash chain can still be checked with `verify`)",
             path.display()
         ))

@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::launch::target::Usage;
+use crate::error::Usage;
 
 /// A container's cgroup, as the kernel names it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,12 +6,8 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
+use crate::error::Usage;
 use crate::state::processes::Existing;
-
-/// A usage error: exit 2 with this sentence.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Usage(pub String);
 
 /// Finds the program a command names, as execvp would, so a command that cannot be started
 /// is refused before anything runs.
