@@ -7,10 +7,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::judge::netpolicy::{self, Policy};
-use crate::output::evidence::{self, Verdict as Chain};
+use crate::output::evidence;
 use crate::output::report::{
     self, Agent, Exit, LogInfo, Parts, ProbeInfo, ProcessEntry, Report, Target,
 };
+use crate::output::verify::{self, Verdict as Chain};
 use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
 use crate::state::processes::Verdict;
@@ -38,7 +39,7 @@ pub fn records(path: &Path) -> std::io::Result<impl Iterator<Item = Value> + use
 }
 
 pub fn load(path: &Path) -> crate::error::Result<Replayed> {
-    let chain = evidence::verify(path).map_err(|e| {
+    let chain = verify::verify(path).map_err(|e| {
         crate::error::Usage(format!(
             "{}: cannot read: {e}; give the path of a log written by --log",
             path.display()

@@ -6,12 +6,12 @@ use super::outputs::{check_outputs, conclude, file_key, summary_option, summary_
 use super::say;
 use super::watch::{interactive, runtime, tui_options};
 use crate::error::{Result, Usage, exit};
-use crate::output::evidence;
+use crate::output::verify::{self, Verdict};
 use crate::{replay, tui};
 
 /// `verify LOG`: the status is the verdict's (0 intact and ended, 1 tampered, 5 unended).
 pub fn verify(log: &Path) -> u8 {
-    match evidence::verify(log) {
+    match verify::verify(log) {
         Ok(v) => {
             let msg = v.message(&log.display().to_string());
             if v.exit_code() == 0 {
@@ -49,8 +49,8 @@ pub fn replay(args: ReplayArgs) -> Result<u8> {
     let replayed = replay::load(&args.log)?;
     let chain_msg = replayed.chain.message(&args.log.display().to_string());
     let problem = match &replayed.chain {
-        evidence::Verdict::Tampered { .. } => Some(true),
-        evidence::Verdict::Unended { .. } => Some(false),
+        Verdict::Tampered { .. } => Some(true),
+        Verdict::Unended { .. } => Some(false),
         _ => None,
     };
     if interactive(args.headless) {

@@ -2,3 +2,4 @@ pub mod evidence;
 pub mod ocsf;
 pub mod ocsf_out;
 pub mod report;
+pub mod verify;
