@@ -14,11 +14,12 @@ use crate::judge::classify::Classifier;
 use crate::judge::netpolicy::Policy;
 use crate::kernel::decode::{self, Event};
 use crate::kernel::probe::{Probe, kind_name};
-use crate::output::evidence::{LogWriter, rfc3339_nanos};
+use crate::output::evidence::LogWriter;
 use crate::output::report::{self, Agent, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
 use crate::state::files::{Files, Op};
 use crate::state::network::Network;
 use crate::state::processes::{Model, Process};
+use crate::time::rfc3339_nanos;
 
 /// Converts the kernel's boot clock to wall time.
 #[derive(Clone, Copy)]

@@ -11,4 +11,5 @@ pub mod launch;
 pub mod output;
 pub mod replay;
 pub mod state;
+pub mod time;
 pub mod tui;

@@ -7,7 +7,6 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::judge::netpolicy::{self, Policy};
-use crate::output::evidence;
 use crate::output::report::{
     self, Agent, Exit, LogInfo, Parts, ProbeInfo, ProcessEntry, Report, Target,
 };
@@ -92,7 +91,7 @@ pub fn load(path: &Path) -> crate::error::Result<Replayed> {
 }
 
 fn at_ns(v: &Value) -> Option<i128> {
-    v.as_str().and_then(evidence::parse_rfc3339_nanos)
+    v.as_str().and_then(crate::time::parse_ns)
 }
 
 fn from<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {

@@ -1297,38 +1297,9 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// `2026-01-02T03:04:05.123456789Z` → ns since the epoch (UTC only, as the log writes it).
+/// `2026-01-02T03:04:05.123456789Z` → ns since the epoch (the log's `at`).
 fn parse_rfc3339_ns(s: &str) -> Option<i128> {
-    let s = s.strip_suffix('Z')?;
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.splitn(3, '-');
-    let (y, m, day): (i64, i64, i64) = (
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-    );
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut t = hms.splitn(3, ':');
-    let (hh, mm, ss): (i64, i64, i64) = (
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
-    );
-    let mut nanos: i128 = 0;
-    if !frac.is_empty() {
-        let digits = &frac[..frac.len().min(9)];
-        nanos = digits.parse::<i128>().ok()? * 10i128.pow(9 - digits.len() as u32);
-    }
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146097 + doe - 719468;
-    let secs = days * 86400 + hh * 3600 + mm * 60 + ss;
-    Some(secs as i128 * 1_000_000_000 + nanos)
+    s.parse::<jiff::Timestamp>().ok().map(|t| t.as_nanosecond())
 }
 
 // ---------------------------------------------------------------- the run

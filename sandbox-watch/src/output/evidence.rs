@@ -54,7 +54,7 @@ use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -195,7 +195,7 @@ impl LogWriter {
             tail.push(b':');
             write_canonical(v, &mut tail);
         }
-        let at = rfc3339_nanos(at);
+        let at = crate::time::rfc3339_nanos(at);
         obj.insert("seq".into(), Value::from(self.seq));
         obj.insert("prev".into(), Value::from(self.prev.as_str()));
         obj.insert("at".into(), Value::from(at.as_str()));
@@ -305,92 +305,6 @@ impl std::fmt::Write for ByteSink<'_> {
     }
 }
 
-/// `t` as RFC 3339 in UTC with nine fractional digits: `2026-11-30T11:04:09.123456789Z`.
-pub fn rfc3339_nanos(t: SystemTime) -> String {
-    let (secs, nanos): (i64, u32) = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => (
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            d.subsec_nanos(),
-        ),
-        Err(e) => {
-            let d = e.duration();
-            let mut s = -i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-            let mut n = d.subsec_nanos();
-            if n > 0 {
-                s -= 1;
-                n = 1_000_000_000 - n;
-            }
-            (s, n)
-        }
-    };
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
-}
-
-/// Parses what [`rfc3339_nanos`] writes (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`) back to Unix
-/// nanoseconds; None for anything else.
-pub fn parse_rfc3339_nanos(s: &str) -> Option<i128> {
-    let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let rest = s.get(19..)?.strip_suffix('Z')?;
-    let nanos: i64 = match rest.strip_prefix('.') {
-        Some(frac)
-            if !frac.is_empty() && frac.len() <= 9 && frac.bytes().all(|c| c.is_ascii_digit()) =>
-        {
-            frac.parse::<i64>().ok()? * 10i64.pow(9 - frac.len() as u32)
-        }
-        Some(_) => return None,
-        None if rest.is_empty() => 0,
-        None => return None,
-    };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    // days_from_civil (Howard Hinnant), the inverse of civil_from_days.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
-    Some(secs as i128 * 1_000_000_000 + nanos as i128)
-}
-
-/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01
-/// (Howard Hinnant's civil_from_days).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from March 1st
-    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m as u32, d as u32)
-}
-
 /// The canonical form of a record (see the module documentation): JSON with the keys of every
 /// object sorted by their UTF-8 bytes, no whitespace, serde_json's escaping and numbers.
 ///
@@ -451,7 +365,7 @@ mod tests {
     use super::*;
     use crate::output::verify::{Verdict, verify};
     use serde_json::json;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn fields(v: Value) -> Map<String, Value> {
         match v {
@@ -573,101 +487,6 @@ mod tests {
         assert_eq!(lines(&p).len(), 1);
         w.flush().unwrap();
         assert_eq!(lines(&p).len(), 1, "flushing twice writes nothing twice");
-    }
-
-    #[test]
-    fn rfc3339_nanos_of_known_instants() {
-        assert_eq!(rfc3339_nanos(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
-        // 2026-11-30T11:04:09Z = 1796036649
-        assert_eq!(
-            rfc3339_nanos(at(1_796_036_649, 1)),
-            "2026-11-30T11:04:09.000000001Z"
-        );
-        assert_eq!(
-            rfc3339_nanos(at(1_796_036_649, 123_456_789)),
-            "2026-11-30T11:04:09.123456789Z"
-        );
-        // 2024-02-29T00:00:00Z = 1709164800, and the day after.
-        assert_eq!(
-            rfc3339_nanos(at(1_709_164_800, 0)),
-            "2024-02-29T00:00:00.000000000Z"
-        );
-        assert_eq!(
-            rfc3339_nanos(at(1_709_251_199, 999_999_999)),
-            "2024-02-29T23:59:59.999999999Z"
-        );
-        assert_eq!(
-            rfc3339_nanos(at(1_709_251_200, 0)),
-            "2024-03-01T00:00:00.000000000Z"
-        );
-        // 2000 is a leap year, 2100 is not.
-        assert_eq!(
-            rfc3339_nanos(at(951_782_400, 0)),
-            "2000-02-29T00:00:00.000000000Z"
-        );
-        assert_eq!(
-            rfc3339_nanos(at(4_107_542_400, 0)),
-            "2100-03-01T00:00:00.000000000Z"
-        );
-        // Before 1970.
-        assert_eq!(
-            rfc3339_nanos(UNIX_EPOCH - Duration::new(1, 500_000_000)),
-            "1969-12-31T23:59:58.500000000Z"
-        );
-    }
-
-    #[test]
-    fn rfc3339_parses_back() {
-        for t in [
-            UNIX_EPOCH,
-            UNIX_EPOCH + std::time::Duration::new(1_796_036_649, 1),
-            UNIX_EPOCH + std::time::Duration::new(1_709_164_800, 999_999_999),
-        ] {
-            let text = rfc3339_nanos(t);
-            let ns = t.duration_since(UNIX_EPOCH).unwrap().as_nanos() as i128;
-            assert_eq!(parse_rfc3339_nanos(&text), Some(ns), "{text}");
-        }
-        assert_eq!(
-            parse_rfc3339_nanos("2026-11-30T11:04:09Z"),
-            Some(1_796_036_649_000_000_000)
-        );
-        assert_eq!(
-            parse_rfc3339_nanos("2026-11-30T11:04:09.5Z"),
-            Some(1_796_036_649_500_000_000)
-        );
-        for bad in [
-            "",
-            "2026-11-30",
-            "2026-13-30T11:04:09Z",
-            "2026-11-30T11:04:09.Z",
-            "x026-11-30T11:04:09Z",
-        ] {
-            assert_eq!(parse_rfc3339_nanos(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn civil_from_days_matches_counting_days() {
-        let (mut y, mut m, mut d) = (1970_i64, 1_u32, 1_u32);
-        for days in 0..(400 * 366) {
-            assert_eq!(civil_from_days(days), (y, m, d), "day {days}");
-            let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-            let len = match m {
-                2 if leap => 29,
-                2 => 28,
-                4 | 6 | 9 | 11 => 30,
-                _ => 31,
-            };
-            d += 1;
-            if d > len {
-                d = 1;
-                m += 1;
-                if m > 12 {
-                    m = 1;
-                    y += 1;
-                }
-            }
-        }
     }
 
     #[test]
