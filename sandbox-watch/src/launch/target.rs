@@ -35,16 +35,15 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
     if name.contains('/') {
         return check(Path::new(name));
     }
+    // As execvp: the first executable file of that name in PATH (the default path when unset).
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(name);
-        if candidate.is_file() {
-            return check(&candidate);
-        }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    match which::which_in(name, Some(path), cwd) {
+        Ok(found) => check(&found),
+        Err(_) => Err(Usage(format!(
+            "cannot start `{name}`: no such command in PATH; give a path or install it"
+        ))),
     }
-    Err(Usage(format!(
-        "cannot start `{name}`: no such command in PATH; give a path or install it"
-    )))
 }
 
 /// Who the agent runs as, when not as ourselves.
