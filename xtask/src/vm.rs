@@ -360,8 +360,11 @@ fn plan(bins: &HashMap<String, PathBuf>) -> anyhow::Result<Vec<Planned>> {
     Ok(plan)
 }
 
+/// `s` as one word of the guest's sh script.
 fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+    shlex::try_quote(s)
+        .expect("paths and test names hold no NUL byte")
+        .into_owned()
 }
 
 /// The script the guest runs with the host's own userland (read over 9p at run time).

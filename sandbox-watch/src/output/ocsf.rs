@@ -300,6 +300,9 @@ fn base_name(path: &str) -> &str {
 
 /// argv as one shell-readable line: words with anything but `[A-Za-z0-9_@%+=:,./-]` are
 /// single-quoted.
+/// The argv as one shell command line. Not shlex: shlex also quotes `=`, `%` and `,` (so
+/// `--x=1` would become `'--x=1'`) and puts a word with `'` in double quotes; this keeps such
+/// options plain and one quoting style (`'it'\''s'`), as the test below pins.
 fn cmd_line(argv: &[Value]) -> String {
     let words: Vec<String> = argv
         .iter()

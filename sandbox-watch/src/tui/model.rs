@@ -107,27 +107,10 @@ pub(crate) fn join_argv(v: Option<&Value>) -> String {
 
 /// The name of a signal number, for the exit column.
 pub(crate) fn signal_name(n: i64) -> String {
-    let name = match n {
-        1 => "HUP",
-        2 => "INT",
-        3 => "QUIT",
-        4 => "ILL",
-        5 => "TRAP",
-        6 => "ABRT",
-        7 => "BUS",
-        8 => "FPE",
-        9 => "KILL",
-        10 => "USR1",
-        11 => "SEGV",
-        12 => "USR2",
-        13 => "PIPE",
-        14 => "ALRM",
-        15 => "TERM",
-        24 => "XCPU",
-        25 => "XFSZ",
-        _ => return format!("SIG{n}"),
-    };
-    format!("SIG{name}")
+    i32::try_from(n)
+        .ok()
+        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+        .map_or_else(|| format!("SIG{n}"), |s| s.as_str().to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
