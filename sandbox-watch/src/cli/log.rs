@@ -19,11 +19,11 @@ pub fn verify(log: &Path) -> u8 {
             } else {
                 eprintln!("{msg}")
             }
-            v.exit_code() as u8
+            v.exit_code()
         }
         Err(e) => {
             eprintln!("{}: cannot read: {e}", log.display());
-            1
+            exit::OTHER
         }
     }
 }
@@ -69,7 +69,7 @@ pub fn replay(args: ReplayArgs) -> Result<u8> {
             eprintln!(
                 "\nsandbox-watch: THIS LOG FAILED VERIFICATION. {chain_msg}\nThe report above was rebuilt from records that cannot be trusted."
             );
-            Ok(1)
+            Ok(exit::OTHER)
         }
         Some(false) => {
             eprintln!(

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::evidence::{END_KIND, MAX_LINE, ZERO_HASH, record_hash};
+use crate::error::exit;
 
 /// What `verify` found.
 #[derive(Debug, PartialEq)]
@@ -28,11 +29,11 @@ pub enum Verdict {
 
 impl Verdict {
     /// 0 intact, 5 intact but unended, 1 tampered or not a log.
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> u8 {
         match self {
             Verdict::Intact { .. } => 0,
-            Verdict::Unended { .. } => 5,
-            Verdict::Tampered { .. } | Verdict::NotALog { .. } => 1,
+            Verdict::Unended { .. } => exit::UNENDED,
+            Verdict::Tampered { .. } | Verdict::NotALog { .. } => exit::OTHER,
         }
     }
 
