@@ -134,7 +134,10 @@ const _: () = {
         }
         let mut j = i + 1;
         while j < EventKind::ALL.len() {
-            assert!(EventKind::ALL[j] as u32 != k as u32, "a kind is twice in EventKind::ALL");
+            assert!(
+                EventKind::ALL[j] as u32 != k as u32,
+                "a kind is twice in EventKind::ALL"
+            );
             j += 1;
         }
         i += 1;
@@ -153,7 +156,10 @@ const _: () = {
             | EventKind::Link => 9,
         }
     }
-    assert!(count(EventKind::Fork) == EventKind::ALL.len(), "EventKind::ALL misses a kind");
+    assert!(
+        count(EventKind::Fork) == EventKind::ALL.len(),
+        "EventKind::ALL misses a kind"
+    );
 };
 
 /// Kernel constants both sides read (include/uapi/linux/fcntl.h, fs.h, socket.h, in.h).

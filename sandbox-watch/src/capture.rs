@@ -19,7 +19,9 @@ use crate::kernel::reads::ReadCounts;
 use crate::output::evidence::LogWriter;
 use crate::output::report::{self, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
 use crate::record::from_kernel::{self, Sockets};
-use crate::record::{self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent};
+use crate::record::{
+    self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent,
+};
 use crate::state::files::Added;
 use crate::state::processes::Existing;
 use crate::state::session::{Applied, Session};
@@ -124,7 +126,12 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn new(mode: Mode, probe: Probe, classifier: Classifier, log: Option<LogWriter>) -> Capture {
+    pub fn new(
+        mode: Mode,
+        probe: Probe,
+        classifier: Classifier,
+        log: Option<LogWriter>,
+    ) -> Capture {
         let clock = Clock::now();
         let started_ns = clock.boot_now();
         Capture {
@@ -323,8 +330,9 @@ impl Capture {
             }
             Event::Exit { header, exit_code } => {
                 let probe = &mut self.probe;
-                self.reads
-                    .exited(header.tgid, header.start_ns, |key| probe.take_read_count(key));
+                self.reads.exited(header.tgid, header.start_ns, |key| {
+                    probe.take_read_count(key)
+                });
                 self.emit(at, Record::Exit(from_kernel::exit(&header, exit_code)));
             }
             Event::FileOpen(open) => {

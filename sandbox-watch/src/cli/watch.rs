@@ -198,7 +198,12 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         ))
         .into());
     }
-    let mut capture = new_capture(Mode::Attach { pid: args.pid }, probe, prepared, &args.capture);
+    let mut capture = new_capture(
+        Mode::Attach { pid: args.pid },
+        probe,
+        prepared,
+        &args.capture,
+    );
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
