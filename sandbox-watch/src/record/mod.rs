@@ -191,6 +191,8 @@ pub struct Exit {
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
+// Almost every failed record is an entry: boxing it would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum FileFailed {
     Entry(FileEntry),
     Missing(Missing),
