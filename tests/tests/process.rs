@@ -352,3 +352,28 @@ fn under_sudo_the_agent_runs_as_the_caller_unless_user_says_otherwise() {
         format!("{home} {name} {name}")
     );
 }
+
+/// `nohup server &` from a shell that exits at once: the server is reparented before it execs,
+/// so the kernel's parent at exec is init (or a subreaper). Its parent in the report is the
+/// shell that forked it, as the fork record says.
+#[test]
+fn a_backgrounded_programs_parent_is_the_shell_that_forked_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("ran");
+    let script = format!(
+        "(sleep 0.1; exec sh -c 'echo x > {}') & exit 0",
+        mark.display()
+    );
+    let r = run_in(dir, &[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert!(
+        r.dir.path().join("ran").exists(),
+        "the background program ran"
+    );
+    let sh = r.exec_of(&["sh", "-c", &script]);
+    let bg = r.exec_of(&["sh", "-c", &format!("echo x > {}", mark.display())]);
+    assert_eq!(
+        bg["ppid"], sh["pid"],
+        "the forking shell, not the reaper: {bg:#}"
+    );
+}

@@ -123,10 +123,14 @@ impl Process {
         }
     }
 
-    /// The program's fields from an exec.
+    /// The program's fields from an exec. The parent is the fork's when the fork was seen: at
+    /// exec the kernel's parent may already be init (or a subreaper), the shell of
+    /// `nohup server &` having exited between the fork and the exec.
     fn fill(&mut self, e: &Exec, launcher: bool) {
         self.pid = e.pid;
-        self.ppid = e.ppid;
+        if self.ppid == 0 {
+            self.ppid = e.ppid;
+        }
         self.exe.clone_from(&e.exe);
         self.argv.clone_from(&e.argv);
         self.argv_truncated = e.argv_truncated;
@@ -296,6 +300,8 @@ impl Processes {
         }
         let process = process.unwrap_or_else(|| self.new_process());
         let mut p = Process::new(e.pid, at, process);
+        // Another program of the same process: the same parent (its fork's, if seen).
+        p.ppid = replaces.map_or(0, |i| self.list[i].ppid);
         p.fill(e, launcher);
         p.replaces = replaces;
         self.push(p)
@@ -411,6 +417,25 @@ mod tests {
         assert_eq!(m.list[1].ended, Some(at(5)));
         assert_eq!(m.list[3].replaces, Some(1));
         assert_eq!(m.list[3].process, m.list[1].process);
+    }
+
+    #[test]
+    fn the_parent_is_the_forks_not_the_reaper_at_exec() {
+        // `nohup server &` in a shell that exits at once: the child is reparented to init
+        // before it execs, so the exec record's ppid is 1; the fork record said 2.
+        let mut m = Processes::new(AgentRule::Fixed(10), None);
+        m.exec(at(1), &exec(2, 10, &["sh"]));
+        m.fork(at(2), &Fork { pid: 3, ppid: 2 });
+        m.exit(at(3), &exit(2, Some(0), None));
+        let i = m.exec(at(4), &exec(3, 10, &["nohup", "server"]));
+        assert_eq!(m.list[i].ppid, 2, "the fork's parent");
+        // nohup execs the server: another program of the same process, the same parent.
+        let j = m.exec(at(5), &exec(3, 10, &["server"]));
+        assert_ne!(i, j);
+        assert_eq!(m.list[j].ppid, 2);
+        // A process whose fork was not seen: the exec's parent is all there is.
+        let k = m.exec(at(6), &exec(9, 10, &["other"]));
+        assert_eq!(m.list[k].ppid, 1);
     }
 
     #[test]
