@@ -140,6 +140,142 @@ pub struct Violation {
     pub kind: ViolationKind,
     pub pid: Option<u32>,
     pub summary: String,
+    /// A grouped finding (one behaviour of one process over many files): what it is about.
+    /// `environ`: the process read (or tried to read) other processes' environments.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub subject: Option<String>,
+    /// A grouped finding: how many files it stands for (the failed tries included).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub count: Option<u64>,
+    /// A grouped finding: every file, in the order the files list has them.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub paths: Vec<String>,
+    /// A grouped finding: of its files, how many failed, by error (`ESRCH`: the process had
+    /// gone; `EACCES`: refused).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub failed: BTreeMap<String, u64>,
+}
+
+impl Violation {
+    pub fn new(kind: ViolationKind, pid: Option<u32>, summary: String) -> Violation {
+        Violation {
+            kind,
+            pid,
+            summary,
+            subject: None,
+            count: None,
+            paths: Vec::new(),
+            failed: BTreeMap::new(),
+        }
+    }
+}
+
+/// One process's reads of `/proc/*/environ` (`ps`, `pgrep`, an agent's IDE detection): one
+/// finding, after the real credential files. See the README's ranking of findings.
+pub struct EnvironGroup<'a> {
+    pub pid: u32,
+    pub files: Vec<&'a FileEntry>,
+}
+
+impl EnvironGroup<'_> {
+    /// The processes whose environment was read (distinct paths that opened).
+    pub fn read(&self) -> usize {
+        self.distinct(|f| f.result.is_none())
+    }
+
+    /// The tries that failed, by error.
+    pub fn failed(&self) -> BTreeMap<String, u64> {
+        let mut by = BTreeMap::new();
+        for f in &self.files {
+            if let Some(e) = &f.result {
+                *by.entry(e.clone()).or_default() += 1;
+            }
+        }
+        by
+    }
+
+    fn distinct(&self, keep: impl Fn(&FileEntry) -> bool) -> usize {
+        self.files
+            .iter()
+            .filter(|f| keep(f))
+            .map(|f| f.path.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    }
+
+    /// The distinct paths, in order.
+    pub fn paths(&self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        self.files
+            .iter()
+            .filter(|f| seen.insert(f.path.as_str()))
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
+    /// `the environment of 97 processes (3 more failed: ESRCH ×3)`, or of `/proc/12/environ`
+    /// when it was one.
+    pub fn what(&self) -> String {
+        let read = self.read();
+        let failed = self.failed();
+        let failures = failed
+            .iter()
+            .map(|(e, n)| {
+                if *n > 1 {
+                    format!("{e} ×{n}")
+                } else {
+                    e.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let paths = self.paths();
+        let of = if paths.len() == 1 {
+            clean(&paths[0])
+        } else {
+            let n = self.distinct(|_| true);
+            format!("{n} processes")
+        };
+        match (read, failures.is_empty()) {
+            (0, _) => format!("tried to read the environment of {of} (failed: {failures})"),
+            (_, true) => format!("read the environment of {of}"),
+            (_, false) => format!(
+                "read the environment of {of} ({} failed: {failures})",
+                failed.values().sum::<u64>()
+            ),
+        }
+    }
+}
+
+/// The credential entries that are environ files, one group per process, in first-touch order.
+pub fn environ_groups(files: &[FileEntry]) -> Vec<EnvironGroup<'_>> {
+    let mut groups: Vec<EnvironGroup> = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.credential && crate::judge::classify::is_environ(&f.path))
+    {
+        match groups.iter_mut().find(|g| g.pid == f.pid) {
+            Some(g) => g.files.push(f),
+            None => groups.push(EnvironGroup {
+                pid: f.pid,
+                files: vec![f],
+            }),
+        }
+    }
+    groups
+}
+
+/// A failure that is a tool's normal probing, not a refusal to report (README, "Refused or
+/// failed"): a `/proc` file of a process that had gone (ESRCH), an environ read (grouped in
+/// its finding), or a try the same process then made good (same operation, same path: `rm -r`
+/// unlinks a directory, gets EISDIR, then removes it as one).
+pub fn expected_failure(files: &[FileEntry], f: &FileEntry) -> bool {
+    f.result.is_some()
+        && (f.result.as_deref() == Some("ESRCH")
+            || (f.credential && crate::judge::classify::is_environ(&f.path))
+            || files
+                .iter()
+                .any(|g| g.result.is_none() && g.pid == f.pid && g.op == f.op && g.path == f.path))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -215,20 +351,25 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let mut out = Vec::new();
     let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
-        out.push(Violation {
-            kind: ViolationKind::Outside,
-            pid: Some(p.pid),
-            summary: format!(
+        out.push(Violation::new(
+            ViolationKind::Outside,
+            Some(p.pid),
+            format!(
                 "pid {} `{}` ran in net namespace {}, not the agent's {}",
                 p.pid,
                 name(p),
                 p.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
             ),
-        });
+        ));
     }
-    // Reads of a secret first: what an agent read is what it can leak.
-    let mut credentials: Vec<&FileEntry> = parts.files.iter().filter(|f| f.credential).collect();
+    // Reads of a secret first: what an agent read is what it can leak. Environ files are
+    // grouped per reader, ranked after persistence (below).
+    let mut credentials: Vec<&FileEntry> = parts
+        .files
+        .iter()
+        .filter(|f| f.credential && !crate::judge::classify::is_environ(&f.path))
+        .collect();
     credentials.sort_by_key(|f| f.op != Op::Read);
     for f in credentials {
         let how = if f.verified {
@@ -262,21 +403,21 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 clean(&f.path)
             ),
         };
-        out.push(Violation {
-            kind: ViolationKind::Credential,
-            pid: Some(f.pid),
+        out.push(Violation::new(
+            ViolationKind::Credential,
+            Some(f.pid),
             summary,
-        });
+        ));
     }
     for n in parts
         .network
         .iter()
         .filter(|n| n.verdict == Verdict::Outside)
     {
-        out.push(Violation {
-            kind: ViolationKind::Outside,
-            pid: Some(n.pid),
-            summary: format!(
+        out.push(Violation::new(
+            ViolationKind::Outside,
+            Some(n.pid),
+            format!(
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
                 n.op.as_str(),
@@ -284,7 +425,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 n.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
             ),
-        });
+        ));
     }
     if !policy.is_empty() {
         for n in &parts.network {
@@ -294,17 +435,17 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             {
                 continue;
             }
-            out.push(Violation {
-                kind: ViolationKind::Network,
-                pid: Some(n.pid),
-                summary: format!(
+            out.push(Violation::new(
+                ViolationKind::Network,
+                Some(n.pid),
+                format!(
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
                     n.op.as_str(),
                     clean(&crate::state::network::destination(n)),
                     n.result
                 ),
-            });
+            ));
         }
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
@@ -323,22 +464,41 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             ),
             (None, None) => format!("pid {} {} {path}", f.pid, f.op.past()),
         };
-        out.push(Violation {
-            kind: ViolationKind::Persistence,
-            pid: Some(f.pid),
+        out.push(Violation::new(
+            ViolationKind::Persistence,
+            Some(f.pid),
             summary,
+        ));
+    }
+    for g in environ_groups(&parts.files) {
+        let who = processes
+            .iter()
+            .rfind(|p| p.pid == g.pid && !p.argv.is_empty())
+            .map(|p| format!(" `{}`", name(p)))
+            .unwrap_or_default();
+        let paths = g.paths();
+        out.push(Violation {
+            subject: Some("environ".into()),
+            count: Some(paths.len() as u64),
+            failed: g.failed(),
+            paths,
+            ..Violation::new(
+                ViolationKind::Credential,
+                Some(g.pid),
+                format!("pid {}{who} {}", g.pid, g.what()),
+            )
         });
     }
     if lost > 0 {
         let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        out.push(Violation {
-            kind: ViolationKind::Lost,
-            pid: None,
-            summary: format!(
+        out.push(Violation::new(
+            ViolationKind::Lost,
+            None,
+            format!(
                 "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
                 by.join(", ")
             ),
-        });
+        ));
     }
     // Left over: still running after the agent itself ended (run: the command; attach: the
     // attached process). Ended by --duration or a signal while it runs, nothing is left over
@@ -352,15 +512,15 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .iter()
         .filter(|p| agent_ended && p.running_at_end && (!p.fork_only || p.preexisting))
     {
-        out.push(Violation {
-            kind: ViolationKind::Leftover,
-            pid: Some(p.pid),
-            summary: format!(
+        out.push(Violation::new(
+            ViolationKind::Leftover,
+            Some(p.pid),
+            format!(
                 "pid {} `{}` was still running when the capture ended",
                 p.pid,
                 name(p)
             ),
-        });
+        ));
     }
     // One line for one finding: DNS questions of one name differ only in their type.
     let mut seen = std::collections::HashSet::new();
@@ -516,11 +676,31 @@ impl Report {
         ));
         // A rename is named by where the file went.
         let landed = |f: &FileEntry| f.new_path.clone().unwrap_or_else(|| f.path.clone());
+        let environ = |f: &FileEntry| crate::judge::classify::is_environ(&f.path);
         let creds: Vec<String> = self
             .files
             .iter()
-            .filter(|f| f.credential && f.op == Op::Read && f.result.is_none())
+            .filter(|f| f.credential && f.op == Op::Read && f.result.is_none() && !environ(f))
             .map(landed)
+            .collect();
+        // Then the grouped findings: `environ of 97 processes (ps, pid 12)`.
+        let grouped: Vec<String> = environ_groups(&self.files)
+            .iter()
+            .filter(|g| g.read() > 0)
+            .map(|g| {
+                let who = self
+                    .processes
+                    .iter()
+                    .rfind(|p| p.pid == g.pid && !p.argv.is_empty())
+                    .map_or(String::new(), |p| format!("{}, ", program(p)));
+                let n = g.read();
+                let of = if n == 1 {
+                    "1 process".to_string()
+                } else {
+                    format!("{n} processes")
+                };
+                format!("environ of {of} ({who}pid {})", g.pid)
+            })
             .collect();
         let creds_changed: Vec<String> = self
             .files
@@ -534,10 +714,13 @@ impl Report {
             .filter(|f| f.persistence && f.result.is_none())
             .map(landed)
             .collect();
-        let failed: Vec<String> = self
+        let (expected, failed): (Vec<&FileEntry>, Vec<&FileEntry>) = self
             .files
             .iter()
-            .filter(|f| !not_a_file(f))
+            .filter(|f| f.result.is_some() && !not_a_file(f))
+            .partition(|f| expected_failure(&self.files, f));
+        let failed: Vec<String> = failed
+            .iter()
             .filter_map(|f| {
                 Some(format!(
                     "{} {} ({})",
@@ -549,7 +732,7 @@ impl Report {
             .collect();
         s.push_str(&format!(
             "- **Credentials read**: {}\n",
-            list_or_none(&creds)
+            list_ranked(&creds, &grouped)
         ));
         if !creds_changed.is_empty() {
             s.push_str(&format!(
@@ -561,10 +744,29 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
-        if !failed.is_empty() {
+        if !failed.is_empty() || !expected.is_empty() {
+            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+            for f in &expected {
+                *by.entry(f.result.as_deref().unwrap_or("")).or_default() += f.count;
+            }
+            let expected = if by.is_empty() {
+                String::new()
+            } else {
+                let by: Vec<String> = by.iter().map(|(e, n)| format!("{e} ×{n}")).collect();
+                format!(
+                    "{}{} expected (a tool's probing, in the report's files: {})",
+                    if failed.is_empty() { "" } else { "; " },
+                    expected.iter().map(|f| f.count).sum::<u64>(),
+                    by.join(", ")
+                )
+            };
             s.push_str(&format!(
-                "- **Refused or failed**: {}\n",
-                list_or_none(&failed)
+                "- **Refused or failed**: {}{expected}\n",
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    list_or_none(&failed)
+                }
             ));
         }
         s.push_str(&self.network_line());
@@ -678,6 +880,28 @@ fn counted(names: &[String]) -> String {
         .join(", ")
 }
 
+/// `first` sorted (the files by name), then `then` in its order (grouped findings), at most
+/// ten in all.
+fn list_ranked(first: &[String], then: &[String]) -> String {
+    let mut v: Vec<&String> = first.iter().collect();
+    v.sort();
+    v.dedup();
+    v.extend(then);
+    if v.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<String> = v
+        .iter()
+        .take(10)
+        .map(|p| format!("`{}`", clean(p)))
+        .collect();
+    if v.len() > 10 {
+        format!("{} and {} more", shown.join(", "), v.len() - 10)
+    } else {
+        shown.join(", ")
+    }
+}
+
 fn list_or_none(items: &[String]) -> String {
     if items.is_empty() {
         return "none".into();
@@ -738,6 +962,90 @@ mod tests {
             },
             &Policy::new(vec![]),
         )
+    }
+
+    #[test]
+    fn environ_reads_are_one_finding_after_the_key_and_probing_is_not_listed() {
+        // `ps` (pid 9) opens 100 environs, 3 of processes that had gone; cat (pid 7) reads
+        // the key; a shell appends to .bashrc; rm's unlink of a directory fails EISDIR and
+        // its rmdir then works; a write is really refused.
+        let mut files: Vec<FileEntry> = (0..100)
+            .map(|i| {
+                let result = (i < 3).then_some("ESRCH");
+                file(
+                    json!({"pid": 9, "op": "read", "path": format!("/proc/{}/environ", 1000 + i),
+                    "credential": true, "result": result}),
+                )
+            })
+            .collect();
+        files.push(file(
+            json!({"op": "read", "path": "/h/.ssh/id_rsa", "credential": true}),
+        ));
+        files.push(file(
+            json!({"pid": 8, "op": "write", "path": "/h/.bashrc", "persistence": true}),
+        ));
+        files.push(file(
+            json!({"pid": 5, "op": "delete", "path": "/p/build", "result": "EISDIR"}),
+        ));
+        files.push(file(json!({"pid": 5, "op": "delete", "path": "/p/build"})));
+        files.push(file(
+            json!({"pid": 5, "op": "write", "path": "/etc/passwd", "result": "EROFS"}),
+        ));
+        files.push(file(
+            json!({"pid": 5, "op": "read", "path": "/proc/77/cmdline", "result": "ESRCH"}),
+        ));
+        let mut r = report(files);
+        let environ: Vec<&Violation> = r
+            .violations
+            .iter()
+            .filter(|v| v.summary.contains("environ"))
+            .collect();
+        assert_eq!(environ.len(), 1, "{:#?}", r.violations);
+        let e = environ[0];
+        assert_eq!(e.kind, ViolationKind::Credential);
+        assert_eq!(e.subject.as_deref(), Some("environ"));
+        assert_eq!(e.pid, Some(9));
+        assert_eq!(e.count, Some(100));
+        assert_eq!(e.paths.len(), 100);
+        assert_eq!(e.failed, BTreeMap::from([("ESRCH".to_string(), 3)]));
+        assert_eq!(
+            e.summary,
+            "pid 9 read the environment of 100 processes (3 failed: ESRCH ×3)"
+        );
+        let kinds: Vec<(ViolationKind, bool)> = r
+            .violations
+            .iter()
+            .map(|v| (v.kind, v.subject.is_some()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (ViolationKind::Credential, false),
+                (ViolationKind::Persistence, false),
+                (ViolationKind::Credential, true),
+            ],
+            "the key, the persistence write, then the grouped reads: {:#?}",
+            r.violations
+        );
+        // The reader's program, when known, is named.
+        r.processes.push(
+            serde_json::from_value(json!({"pid": 9, "ppid": 1, "exe": "/usr/bin/ps",
+                "argv": ["ps", "aux"], "cwd": null, "uid": 0, "netns": 1, "ended_at": null,
+                "exit_code": 0, "signal": null, "comm": "ps", "euid": 0, "gid": 0,
+                "mntns": null, "pidns": null, "userns": null, "cgroup_id": null}))
+            .unwrap(),
+        );
+        let s = r.summary();
+        let line = |head: &str| s.lines().find(|l| l.starts_with(head)).unwrap().to_string();
+        assert_eq!(
+            line("- **Credentials read**"),
+            "- **Credentials read**: `/h/.ssh/id_rsa`, `environ of 97 processes (ps, pid 9)`"
+        );
+        assert_eq!(
+            line("- **Refused or failed**"),
+            "- **Refused or failed**: `write /etc/passwd (EROFS)`; 5 expected (a tool's \
+             probing, in the report's files: EISDIR ×1, ESRCH ×4)"
+        );
     }
 
     #[test]

@@ -138,6 +138,11 @@ impl<T> Rows<T> {
         self.items.get(usize::try_from(i).ok()?)
     }
 
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        let i = id.checked_sub(self.first)?;
+        self.items.get_mut(usize::try_from(i).ok()?)
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.items.len()
