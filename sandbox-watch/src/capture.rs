@@ -390,6 +390,8 @@ impl Capture {
         let mut ring = unsafe { AsyncFd::register(ring) }.map_err(|e| e.into_parts().1)?;
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sigterm = signal(SignalKind::terminate())?;
+        // The terminal went away: end as on SIGTERM (the default would lose the report).
+        let mut sighup = signal(SignalKind::hangup())?;
         // The kernel wakes us only when an eighth of the ring is waiting: the tick drains the rest.
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let started = tokio::time::Instant::now();
@@ -413,6 +415,7 @@ impl Capture {
                 }
                 _ = sigint.recv() => { self.ended_by = "SIGINT".into(); break; }
                 _ = sigterm.recv() => { self.ended_by = "SIGTERM".into(); break; }
+                _ = sighup.recv() => { self.ended_by = "SIGHUP".into(); break; }
                 _ = async { stop.as_mut().unwrap().await }, if stop.is_some() => {
                     self.ended_by = "the TUI was quit".into();
                     break;

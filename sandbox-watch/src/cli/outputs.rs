@@ -107,6 +107,13 @@ pub(super) fn conclude(
     report: &report::Report,
     code: u8,
 ) -> crate::error::Result<u8> {
+    write_outputs(args, report)?;
+    Ok(status(args, report, code))
+}
+
+/// Writes the report and appends the summary to its file (the TUI: as soon as the capture
+/// ends, with the screen still up).
+pub(super) fn write_outputs(args: &Outputs, report: &report::Report) -> anyhow::Result<()> {
     if let Some(path) = &args.report {
         // Streamed: a report of a million entries is never one string in memory.
         let write = || -> std::io::Result<()> {
@@ -125,6 +132,13 @@ pub(super) fn conclude(
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         f.write_all(summary.as_bytes())?;
     }
+    Ok(())
+}
+
+/// The summary on stderr (once the terminal is ours again), and the exit status: 3 on a
+/// --fail-on kind, else `code`.
+pub(super) fn status(args: &Outputs, report: &report::Report, code: u8) -> u8 {
+    let summary = report.summary();
     let _ = std::io::stderr().write_all(summary.as_bytes());
     let failed: Vec<&report::Violation> = match &args.fail_on {
         Some(kinds) => report
@@ -140,7 +154,7 @@ pub(super) fn conclude(
             v.kind.as_str(),
             v.summary
         );
-        return Ok(exit::FAIL_ON);
+        return exit::FAIL_ON;
     }
-    Ok(code)
+    code
 }

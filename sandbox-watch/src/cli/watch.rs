@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use super::args::{AttachArgs, CaptureArgs, ContainerArgs, RunArgs};
-use super::outputs::{check_outputs, conclude, summary_option, summary_path};
+use super::outputs::{
+    check_outputs, conclude, status, summary_option, summary_path, write_outputs,
+};
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
 use crate::judge::{classify, netpolicy, redact};
@@ -156,13 +158,22 @@ pub fn run(args: RunArgs) -> Result<u8> {
         pane,
         agent: Some(pid),
     });
-    let report = drive(&rt, capture, ring, ends, screen)?;
+    let (report, written) = drive(&rt, capture, ring, ends, screen, &args.capture.out)?;
     let agent_code = match (report.exit.code, report.exit.signal) {
         (Some(c), _) => c as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 0,
     };
-    conclude(&args.capture.out, &report, agent_code)
+    end(&args.capture.out, &report, written, agent_code)
+}
+
+/// Writes the outputs unless the TUI did when the capture ended; the exit status.
+fn end(out: &super::args::Outputs, report: &report::Report, written: bool, code: u8) -> Result<u8> {
+    if written {
+        Ok(status(out, report, code))
+    } else {
+        conclude(out, report, code)
+    }
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
@@ -282,8 +293,24 @@ pub(super) fn interactive(headless: bool) -> bool {
     !headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
 }
 
+/// The TUI when there is a terminal that answers: one that does not answer the
+/// cursor-position query (which the TUI needs) is found here, before the agent starts, and
+/// the capture runs headless, saying so.
 fn use_tui(args: &CaptureArgs) -> bool {
-    interactive(args.headless)
+    if !interactive(args.headless) {
+        return false;
+    }
+    match tui::terminal_answers() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "sandbox-watch: the terminal does not answer the cursor-position query ({e}): \
+                 running without the TUI (as with --headless); the report and summary are \
+                 written as usual"
+            );
+            false
+        }
+    }
 }
 
 /// attach and container: watch until the target is gone, at --duration or on a signal, then
@@ -307,8 +334,8 @@ fn watch_target(
         pane: None,
         agent: None,
     });
-    let report = drive(&runtime()?, capture, ring, ends, screen)?;
-    conclude(&args.out, &report, 0)
+    let (report, written) = drive(&runtime()?, capture, ring, ends, screen, &args.out)?;
+    end(&args.out, &report, written, 0)
 }
 
 /// What the TUI shows besides the records: the agent's terminal (run mode).
@@ -328,17 +355,30 @@ pub(super) fn tui_options(replay: bool) -> tui::Options {
 /// Runs the capture to its end, with the TUI when there is a screen: the TUI gets every
 /// record as it is logged and stays until `q` after the capture ends; quitting it first ends
 /// the capture (and, unless the user chose to leave it running, stops the agent).
+/// With the TUI, the report and summary are written as soon as the capture ends (the screen
+/// stays), and SIGHUP, SIGTERM or SIGINT end the capture (if it still runs) and the TUI;
+/// the report says whether they were written (true) or are the caller's to write.
 fn drive(
     rt: &tokio::runtime::Runtime,
     mut capture: Capture,
     ring: aya::maps::RingBuf<aya::maps::MapData>,
     mut ends: Ends,
     screen: Option<Screen>,
-) -> anyhow::Result<report::Report> {
+    out: &super::args::Outputs,
+) -> anyhow::Result<(report::Report, bool)> {
     let Some(screen) = screen else {
         capture.log_start();
         rt.block_on(capture.watch(ring, ends))?;
-        return Ok(capture.finish());
+        return Ok((capture.finish(), false));
+    };
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _rt = rt.enter();
+        [
+            signal(SignalKind::hangup())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ]
     };
     let (feed, feed_rx) = tokio::sync::mpsc::channel(1 << 16);
     capture.feed = Some(feed.clone());
@@ -355,13 +395,26 @@ fn drive(
         let capturing = async {
             let watched = capture.watch(ring, ends).await;
             let report = capture.finish();
-            let reason = capture.ended_by.clone();
+            // At once, the screen still up: nothing that ends the TUI later can lose them.
+            let written = write_outputs(out, &report);
+            let reason = match &written {
+                Ok(()) => capture.ended_by.clone(),
+                Err(e) => format!("{}; writing the report failed: {e}", capture.ended_by),
+            };
             let _ = done.send(());
             let _ = feed.send(tui::Feed::Ended { reason }).await;
-            watched.map(|_| report)
+            watched.and(written).map(|_| report)
         };
         let showing = async {
-            let quit = tui::run(feed_rx, tui_options(false), screen.pane).await;
+            let [mut hup, mut term, mut int] = signals;
+            let quit = tokio::select! {
+                quit = tui::run(feed_rx, tui_options(false), screen.pane) => quit,
+                // The terminal went away, or someone asked us to stop: the capture sees the
+                // same signal and ends (as headless: the agent is not stopped), the TUI closes.
+                _ = hup.recv() => Ok(tui::Quit::Normal),
+                _ = term.recv() => Ok(tui::Quit::Normal),
+                _ = int.recv() => Ok(tui::Quit::Normal),
+            };
             match (&quit, screen.agent) {
                 (Ok(tui::Quit::StopAgent), Some(agent)) => {
                     // Stop it, and let the capture see it go (its end ends the capture); one
@@ -391,7 +444,10 @@ fn drive(
             quit
         };
         let (report, quit) = tokio::join!(capturing, showing);
-        quit.map_err(|e| anyhow::anyhow!("the terminal: {e}"))?;
-        report
+        let report = report?;
+        if let Err(e) = quit {
+            eprintln!("sandbox-watch: the terminal: {e} (the report and summary were written)");
+        }
+        Ok((report, true))
     })
 }

@@ -36,6 +36,8 @@ use pty::AgentIo;
 
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
+// Records are nearly every message: boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
     Record(crate::record::Logged),
@@ -104,6 +106,16 @@ pub async fn run(
     result
 }
 
+/// Whether the terminal answers the cursor-position query the TUI starts with (ratatui asks
+/// it; a terminal that never answers would fail the TUI after the agent started). Asked in
+/// raw mode and given back at once; crossterm waits up to 2 s for the answer.
+pub fn terminal_answers() -> io::Result<()> {
+    enable_raw_mode()?;
+    let asked = crossterm::cursor::position();
+    let _ = disable_raw_mode();
+    asked.map(drop)
+}
+
 /// Replay: the records of a log file, read as they are shown, then Ended.
 pub async fn replay(log: PathBuf, options: Options) -> io::Result<()> {
     let records = crate::replay::records(&log)?;
@@ -154,6 +166,7 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+#[allow(clippy::large_enum_variant)] // as Feed: moved, never stored
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,
