@@ -537,7 +537,9 @@ fn environ_checks(c: &mut Checks, cap: &Capture) {
     let environ: Vec<&Value> = cap
         .violations("credential")
         .into_iter()
-        .filter(|v| v["summary"].as_str().unwrap_or("").contains("/environ"))
+        .filter(|v| {
+            v["subject"] == "environ" || v["summary"].as_str().unwrap_or("").contains("/environ")
+        })
         .collect();
     let readers: std::collections::BTreeSet<String> =
         environ.iter().map(|v| v["pid"].to_string()).collect();
@@ -545,6 +547,20 @@ fn environ_checks(c: &mut Checks, cap: &Capture) {
     c.check("the CLI's start-up ran `ps aux`", !ps.is_empty(), || {
         String::new()
     });
+    c.check(
+        "`ps aux`'s environ reads are one grouped credential finding (subject environ, with \
+         the count and every path)",
+        ps.iter().any(|p| {
+            environ.iter().any(|v| {
+                v["pid"] == p["pid"]
+                    && v["subject"] == "environ"
+                    && v["count"].as_u64().is_some_and(|n| n >= 10)
+                    && v["paths"].as_array().map(Vec::len)
+                        == v["count"].as_u64().map(|n| n as usize)
+            })
+        }),
+        || format!("ps {ps:#?}\nenviron findings {environ:#?}"),
+    );
     c.check(
         "environ reads are one credential finding per process, not one per file",
         environ.len() <= readers.len(),
