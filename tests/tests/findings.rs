@@ -42,7 +42,8 @@ fn reading_every_environ_is_one_finding_ranked_after_the_key() {
     let python = r
         .processes()
         .iter()
-        .find(|p| p["argv"][0] == "python3")
+        // The last exec: `python3` may be a shim (pyenv) that execs the real one.
+        .rfind(|p| p["argv"][0].as_str().unwrap_or("").ends_with("python3") && p["argv"][1] == "-c")
         .expect("python ran")
         .clone();
     let environ_files = r
