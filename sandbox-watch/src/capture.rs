@@ -448,6 +448,18 @@ impl Capture {
                         self.ended_by = "no traced process is left".into();
                         break;
                     }
+                    // A process seeded from /proc that ended before its tgid was in the traced
+                    // set left no exit record: once a second, end if every process the records
+                    // call alive is gone or a zombie (the records still in the ring are drained
+                    // below, so an exit on its way is not lost).
+                    if ends.when_empty
+                        && ticks.is_multiple_of(10)
+                        && self.session.processes.live_pids().all(|pid| !running_in_proc(pid))
+                    {
+                        self.ended_by =
+                            "no traced process is left (one ended before the capture saw it)".into();
+                        break;
+                    }
                     if ends.container.as_ref().is_some_and(|c| c.finished()) {
                         self.ended_by = "the container's cgroup is empty or gone".into();
                         break;
@@ -602,4 +614,14 @@ impl Capture {
             },
         }
     }
+}
+
+/// Whether `pid` runs, as /proc says: not gone, not a zombie, not dead.
+fn running_in_proc(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .is_ok_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
 }

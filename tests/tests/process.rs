@@ -352,3 +352,45 @@ fn under_sudo_the_agent_runs_as_the_caller_unless_user_says_otherwise() {
         format!("{home} {name} {name}")
     );
 }
+
+#[test]
+fn an_attach_to_a_process_that_ended_before_the_capture_ends() {
+    // The target is a zombie (ended, not yet reaped) when the attach seeds it: its exit happened
+    // before its tgid was traced, so no exit record ever comes. The capture must still end.
+    let mut target = std::process::Command::new("true").spawn().unwrap();
+    let stat = format!("/proc/{}/stat", target.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (report, log) = (dir.path().join("r.json"), dir.path().join("log.jsonl"));
+    let mut watcher = command()
+        .args(["attach", "--headless", "--report"])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .arg(target.id().to_string())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = watcher.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = watcher.kill();
+            panic!("the attach to an ended process did not end within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    target.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_replay_matches(&r, &log);
+    assert_eq!(r["processes"][0]["pid"], target.id());
+}
