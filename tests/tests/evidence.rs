@@ -449,17 +449,25 @@ fn secrets_in_the_argv_of_processes_there_before_an_attach_are_redacted() {
     let dir = tempfile::tempdir().unwrap();
     let token = "ghp_PLANTEDbeforeATTACHplanted1234567890";
     // $0 and $1 of the script are the two secret-bearing arguments.
+    // The target lives until the attach watches it (its stdin is closed then): a fixed sleep
+    // could end before a loaded machine's attach read its argv.
     let mut target = Command::new("sh")
-        .args(["-c", "sleep 2", "--password=hunter2-BEFORE-attach", token])
+        .args(["-c", "read x", "--password=hunter2-BEFORE-attach", token])
+        .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = command()
+    let mut monitor = command()
         .args(["attach", "--headless"])
         .args(outputs_args(dir.path()))
         .arg(target.id().to_string())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    wait_attached(&dir.path().join("log.jsonl"), &mut monitor);
+    drop(target.stdin.take());
     target.wait().unwrap();
+    let out = monitor.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
