@@ -191,6 +191,7 @@ pub struct Exit {
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
+#[allow(clippy::large_enum_variant)] // a record lives from its event to its sinks: no box
 pub enum FileFailed {
     Entry(FileEntry),
     Missing(Missing),

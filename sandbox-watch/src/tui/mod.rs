@@ -36,6 +36,7 @@ use pty::AgentIo;
 
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // a record is the common case: boxing it costs every one
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
     Record(crate::record::Logged),
@@ -154,6 +155,7 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+#[allow(clippy::large_enum_variant)] // one at a time, on the stack
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,
