@@ -30,6 +30,49 @@ fn exec_chain_keeps_argv_with_spaces_and_cwd() {
 }
 
 #[test]
+fn an_argv_that_is_not_utf8_runs_and_is_kept_escaped() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let (report, log) = (dir.path().join("report.json"), dir.path().join("log.jsonl"));
+    // `run -- /bin/echo $'\xff' $'ok-\xfe'`: the bytes reach the program as they are.
+    let out = command()
+        .args(["run", "--headless", "--linger", "0.3", "--report"])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .args(["--", "/bin/echo"])
+        .arg(OsStr::from_bytes(b"\xff"))
+        .arg(OsStr::from_bytes(b"ok-\xfe"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        out.stdout.windows(6).any(|w| w == b"\xff ok-\xfe"),
+        "echo printed the bytes it was given: {:?}",
+        out.stdout
+    );
+    // Kept, escaped, in the report's target and process, and in the log.
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let want = serde_json::json!(["/bin/echo", "\\xff", "ok-\\xfe"]);
+    assert_eq!(r["target"]["command"], want, "{:#}", r["target"]);
+    let echo = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["exe"] == "/bin/echo")
+        .unwrap_or_else(|| panic!("no exec of echo: {:#}", r["processes"]));
+    assert_eq!(echo["argv"], want);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains(r#""ok-\\xfe""#)
+    );
+}
+
+#[test]
 fn exit_code_and_signal_are_reported() {
     let r = run(
         &[],

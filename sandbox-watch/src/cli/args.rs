@@ -114,9 +114,10 @@ pub struct RunArgs {
     /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
-    /// The agent's command line.
+    /// The agent's command line. Any bytes: an argument that is not UTF-8 is passed on as it
+    /// is (and recorded escaped, `\xNN`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]
@@ -256,4 +257,37 @@ pub struct Outputs {
     /// outside, credential, persistence, network, lost, leftover.
     #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
     pub fail_on: Option<Kinds>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn a_command_that_is_not_utf8_is_parsed_and_kept_byte_for_byte() {
+        let args = [
+            OsStr::new("sandbox-watch"),
+            OsStr::new("run"),
+            OsStr::new("--headless"),
+            OsStr::new("--"),
+            OsStr::new("/bin/echo"),
+            OsStr::from_bytes(b"\xff"),
+            OsStr::from_bytes(b"caf\xc3\xa9 \xfe-x"),
+        ];
+        let cli = Cli::try_parse_from(args).expect("non-UTF-8 argv is accepted");
+        let Some(Command::Run(run)) = cli.command else {
+            panic!("not run")
+        };
+        let bytes: Vec<&[u8]> = run.command.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(
+            bytes,
+            [&b"/bin/echo"[..], b"\xff", b"caf\xc3\xa9 \xfe-x"],
+            "the bytes as given"
+        );
+    }
 }

@@ -127,7 +127,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
     probe.trace(child.pid.as_raw() as u32)?;
     let mut capture = new_capture(
         Mode::Run {
-            command: redact::redact_argv(&args.command).0,
+            // Recorded as the kernel's argv is: bytes that are not UTF-8 escaped, then redacted.
+            command: redact::redact_argv(&recorded_argv(&args.command)).0,
             pid: child.pid.as_raw() as u32,
         },
         probe,
@@ -394,4 +395,13 @@ fn drive(
         quit.map_err(|e| anyhow::anyhow!("the terminal: {e}"))?;
         report
     })
+}
+
+/// An argv as the record keeps it: each argument's bytes, `\xNN` where they are not UTF-8 (as
+/// the decoder writes the kernel's argv).
+fn recorded_argv(argv: &[std::ffi::OsString]) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    argv.iter()
+        .map(|a| crate::kernel::decode::escape(a.as_bytes()))
+        .collect()
 }

@@ -1,7 +1,8 @@
 //! What to watch: a command started under the probe (`run`), or a running process tree
 //! (`attach`), read from /proc.
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
@@ -11,28 +12,30 @@ use crate::state::processes::Existing;
 
 /// Finds the program a command names, as execvp would, so a command that cannot be started
 /// is refused before anything runs.
-pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
+pub fn resolve_program(name: &OsStr) -> Result<PathBuf, Usage> {
+    let shown = Path::new(name).display();
+    let name_bytes = name.as_bytes();
     let check = |p: &Path| -> Result<PathBuf, Usage> {
         let meta = std::fs::metadata(p)
-            .map_err(|e| Usage(format!("cannot start `{name}`: {}: {e}", p.display())))?;
+            .map_err(|e| Usage(format!("cannot start `{shown}`: {}: {e}", p.display())))?;
         if meta.is_dir() {
             return Err(Usage(format!(
-                "cannot start `{name}`: {} is a directory",
+                "cannot start `{shown}`: {} is a directory",
                 p.display()
             )));
         }
         nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).map_err(|_| {
             Usage(format!(
-                "cannot start `{name}`: {} is not executable",
+                "cannot start `{shown}`: {} is not executable",
                 p.display()
             ))
         })?;
         Ok(p.to_path_buf())
     };
-    if name.is_empty() {
+    if name_bytes.is_empty() {
         return Err(Usage("the command to run is empty".into()));
     }
-    if name.contains('/') {
+    if name_bytes.contains(&b'/') {
         return check(Path::new(name));
     }
     // As execvp: the first executable file of that name in PATH (the default path when unset).
@@ -41,7 +44,7 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
     match which::which_in(name, Some(path), cwd) {
         Ok(found) => check(&found),
         Err(_) => Err(Usage(format!(
-            "cannot start `{name}`: no such command in PATH; give a path or install it"
+            "cannot start `{shown}`: no such command in PATH; give a path or install it"
         ))),
     }
 }
@@ -146,13 +149,15 @@ pub struct GatedChild {
 /// between fork and exec. All memory it needs is prepared here.
 pub fn fork_gated(
     program: &Path,
-    argv: &[String],
+    argv: &[OsString],
     user: Option<AgentUser>,
     terminal: Option<OwnedFd>,
 ) -> Result<GatedChild, Usage> {
-    let to_c =
-        |s: &str| CString::new(s).map_err(|_| Usage(format!("argument {s:?} contains a NUL byte")));
-    let c_program = to_c(&program.to_string_lossy())?;
+    // The bytes as given, UTF-8 or not.
+    let to_c = |s: &OsStr| {
+        CString::new(s.as_bytes()).map_err(|_| Usage(format!("argument {s:?} contains a NUL byte")))
+    };
+    let c_program = to_c(program.as_os_str())?;
     let c_argv: Vec<CString> = argv.iter().map(|a| to_c(a)).collect::<Result<_, _>>()?;
     let mut c_ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|a| a.as_ptr()).collect();
     c_ptrs.push(std::ptr::null());
