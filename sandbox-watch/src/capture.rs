@@ -213,6 +213,7 @@ impl Capture {
             "allow_net": self.allow_net,
             "version": env!("CARGO_PKG_VERSION"),
             "schema": crate::replay::LOG_SCHEMA,
+            "session_id": crate::output::evidence::new_session_id(),
         });
         self.write_log(self.started_ns, "start", fields);
         for i in 0..self.model.processes.len() {

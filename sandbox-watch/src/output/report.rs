@@ -433,6 +433,7 @@ pub const VIOLATION_KINDS: &[&str] = &[
     "network",
     "lost",
     "leftover",
+    "export",
 ];
 
 impl Report {
