@@ -3,7 +3,10 @@
 //! OTLP/JSON, the format of the OpenTelemetry collector's file exporter, so that
 //! `sandbox-watch verify --otlp-json OUT` reads what arrived.
 //!
-//! otlp-sink LISTEN_ADDR OUT [--answer ok|garbage|status:N] [--fail-first N]
+//! otlp-sink LISTEN_ADDR OUT [--answer ok|garbage|status:N] [--fail-first N] [--exit-after N]
+//!
+//! `--fail-first N` answers 503 to the first N requests; `--exit-after N` exits after taking
+//! N requests (a collector that goes away).
 //! prints `listening on ADDR` once bound (port 0: one is picked).
 use std::io::{Read as _, Write as _};
 
@@ -14,12 +17,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
         eprintln!(
-            "usage: otlp-sink LISTEN_ADDR OUT [--answer ok|garbage|status:N] [--fail-first N]"
+            "usage: otlp-sink LISTEN_ADDR OUT [--answer ok|garbage|status:N] [--fail-first N] [--exit-after N]"
         );
         std::process::exit(2);
     }
     let mut answer = "ok".to_string();
     let mut fail_first = 0u64;
+    let mut exit_after = u64::MAX;
     let mut rest = args[3..].iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
@@ -28,6 +32,13 @@ fn main() {
                 fail_first = rest
                     .next()
                     .expect("--fail-first N")
+                    .parse()
+                    .expect("a number")
+            }
+            "--exit-after" => {
+                exit_after = rest
+                    .next()
+                    .expect("--exit-after N")
                     .parse()
                     .expect("a number")
             }
@@ -43,6 +54,7 @@ fn main() {
         .open(&args[2])
         .expect("open OUT");
     let mut seen = 0u64;
+    let mut taken = 0u64;
     for mut req in server.incoming_requests() {
         let header = |name: &str| {
             req.headers()
@@ -115,6 +127,10 @@ fn main() {
                         .unwrap(),
                 );
                 let _ = req.respond(r);
+                taken += 1;
+                if taken >= exit_after {
+                    std::process::exit(0);
+                }
             }
             Err(e) => {
                 let _ = req.respond(tiny_http::Response::from_string(e).with_status_code(400));

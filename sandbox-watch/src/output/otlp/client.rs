@@ -200,7 +200,20 @@ impl Client {
 /// What a transport error means, in a sentence.
 fn transport_error(e: &ureq::Error, shown: &str, timeout: Duration) -> String {
     use std::io::ErrorKind;
+    let tls = || {
+        format!(
+            "{shown}: TLS failed ({e}); for a collector whose certificate is signed by a \
+             private CA, give that CA (PEM) in OTEL_EXPORTER_OTLP_CERTIFICATE"
+        )
+    };
     match e {
+        ureq::Error::Io(io)
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) =>
+        {
+            tls()
+        }
         ureq::Error::Io(io) => match io.kind() {
             ErrorKind::ConnectionRefused => {
                 format!(
@@ -224,10 +237,7 @@ fn transport_error(e: &ureq::Error, shown: &str, timeout: Duration) -> String {
             "{shown}: the answer is not HTTP ({p}): is it an OTLP/HTTP collector (port 4318, \
              not the gRPC port 4317)?"
         ),
-        ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::Pem(_) => format!(
-            "{shown}: TLS failed ({e}); for a collector whose certificate is signed by a \
-             private CA, give that CA (PEM) in OTEL_EXPORTER_OTLP_CERTIFICATE"
-        ),
+        ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::Pem(_) => tls(),
         ureq::Error::ConnectionFailed => format!("{shown}: the connection failed"),
         other => format!("{shown}: {other}"),
     }
