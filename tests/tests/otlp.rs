@@ -787,6 +787,9 @@ fn verify_otlp_json_names_a_removed_and_an_altered_record() {
     assert!(!text.contains("missing"), "{text}");
 }
 
+/// Options, environment, and what the error must say.
+type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
 #[test]
 fn bad_otlp_options_are_usage_errors_before_the_agent_starts() {
     require_root();
@@ -794,7 +797,7 @@ fn bad_otlp_options_are_usage_errors_before_the_agent_starts() {
     let d = dir.path();
     let marker = d.join("ran");
     let log = d.join("log.jsonl");
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    let cases: &[Case] = &[
         (
             &["--otlp", "ftp://127.0.0.1:21"],
             &[],

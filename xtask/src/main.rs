@@ -54,6 +54,10 @@ enum Task {
         /// Leave out the peers (strace, bpftrace, auditd).
         #[arg(long)]
         no_peers: bool,
+        /// Only the captures of about 1,000,000 records (memory, and the cost of --otlp), at
+        /// full size even with --quick.
+        #[arg(long)]
+        memory_only: bool,
     },
 }
 
@@ -85,11 +89,13 @@ fn main() -> anyhow::Result<()> {
             quick,
             json,
             no_peers,
+            memory_only,
         } => bench::run(bench::Options {
             runs,
             quick,
             json,
             no_peers,
+            memory_only,
         }),
     }
 }
