@@ -10,6 +10,7 @@ use crate::error::{Result, Usage, exit};
 use crate::output::evidence::LogWriter;
 use crate::output::otlp::{self, Config, Exporter, Status};
 use crate::output::report::{Report, Violation};
+use crate::record::ViolationKind;
 
 /// Where `--otlp` without `--log` keeps the log until it is delivered.
 pub const DEFAULT_SPOOL: &str = "/var/lib/sandbox-watch/spool";
@@ -88,7 +89,7 @@ pub(super) fn finish(export: Option<Export>, report: &mut Report) -> Option<Stat
     }
     if let Some(problem) = status.problem() {
         report.violations.push(Violation {
-            kind: "export".into(),
+            kind: ViolationKind::Export,
             pid: None,
             summary: problem,
         });
