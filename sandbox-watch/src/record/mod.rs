@@ -196,6 +196,9 @@ pub struct Exit {
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
+// A record is made, applied and written one at a time: boxing the entry would only add an
+// allocation to each.
+#[allow(clippy::large_enum_variant)]
 pub enum FileFailed {
     Entry(FileEntry),
     Missing(Missing),
