@@ -431,6 +431,144 @@ fn every_record_of_a_real_capture_arrives_as_written() {
 }
 
 #[test]
+fn attach_with_otlp_sends_the_preexisting_and_the_new_processes() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sink = Sink::start(d, "got", "127.0.0.1:0", &[]);
+    let rotel = Rotel::start(d, free_port(), &sink);
+    let go = d.join("go");
+    // A running agent with a child from before the attach, and one program run after it.
+    let script = format!(
+        "sleep 30 & while [ ! -e {g} ]; do sleep 0.02; done; /bin/echo after; kill $!; wait",
+        g = go.display()
+    );
+    let mut agent = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let log = d.join("log.jsonl");
+    let report_path = d.join("report.json");
+    let mut monitor = sw()
+        .args(["attach", "--headless", "--otlp", &rotel.url(), "--report"])
+        .arg(&report_path)
+        .arg("--log")
+        .arg(&log)
+        .arg(agent.id().to_string())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&log, &mut monitor);
+    std::fs::write(&go, "").unwrap();
+    agent.wait().unwrap();
+    let out = monitor.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut r = report(&report_path, &out);
+    let lines = log_lines(&log);
+    let e = &r["export"]["otlp"];
+    assert_eq!(e["sent"], lines.len(), "{e}");
+    assert_eq!(e["pending"], 0, "{e}");
+    let got = wait_for_all(&sink, &log);
+    let kinds: std::collections::HashSet<&str> = got
+        .iter()
+        .map(|g| g.attrs["sandbox_watch.kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains("process"),
+        "the preexisting processes: {kinds:?}"
+    );
+    assert!(
+        got.iter().any(|g| g.attrs["sandbox_watch.kind"] == "exec"
+            && g.attrs["process.command_args"] == serde_json::json!(["/bin/echo", "after"])),
+        "the program run after the attach"
+    );
+    let start: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(start["target"]["mode"], "attach");
+    let (code, text) = verify_otlp(&sink.out, Some(&log));
+    assert_eq!(code, Some(0), "{text}");
+    // The export is the only thing the log does not hold (it is known after its end).
+    r.as_object_mut().unwrap().remove("export");
+    assert_replay_matches(&r, &log);
+}
+
+#[test]
+fn the_collectors_credentials_reach_it_and_neither_the_agent_nor_any_output() {
+    require_root();
+    const TOKEN: &str = "s3cret-7f3a9c";
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sink = Sink::start(
+        d,
+        "got",
+        "127.0.0.1:0",
+        &["--require", &format!("authorization:Bearer {TOKEN}")],
+    );
+    // The agent (another user, as under sudo) looks for the token where it can: its own
+    // environment and its parent's, the monitor's.
+    let out_dir = d.join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::set_permissions(
+        &out_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let seen = out_dir.join("agent-env");
+    let script = format!(
+        "env > {s}; cat /proc/$PPID/environ >> {s} 2>/dev/null; exit 0",
+        s = seen.display()
+    );
+    let log = d.join("log.jsonl");
+    let (out, r) = capture(
+        d,
+        Some(&log),
+        &["--otlp", &sink.url(), "--user", "nobody"],
+        &[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            &format!("Authorization=Bearer%20{TOKEN}"),
+        )],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let e = &r["export"]["otlp"];
+    assert_eq!(e["pending"], 0, "the collector took the header: {e}");
+    assert_eq!(e["sent"], log_lines(&log).len(), "{e}");
+    let env = std::fs::read_to_string(&seen).expect("the agent ran");
+    assert!(env.contains("PATH="), "{env}");
+    assert!(
+        !env.contains(TOKEN),
+        "the agent got the collector's token:\n{env}"
+    );
+    assert!(!env.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{env}");
+    for (what, text) in [
+        ("the log", std::fs::read_to_string(&log).unwrap()),
+        ("the report", r.to_string()),
+        ("stderr", stderr(&out)),
+        (
+            "the records received",
+            std::fs::read_to_string(&sink.out).unwrap(),
+        ),
+    ] {
+        assert!(!text.contains(TOKEN), "the token is in {what}");
+    }
+
+    // The check is real: without the header, the collector refuses everything.
+    let log2 = d.join("log2.jsonl");
+    let (out, r) = capture(
+        d,
+        Some(&log2),
+        &["--otlp", &sink.url(), "--otlp-timeout", "1"],
+        &[],
+        &["true"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let e = &r["export"]["otlp"];
+    assert_eq!(e["sent"], 0, "{e}");
+    assert_eq!(e["pending"], log_lines(&log2).len(), "{e}");
+    let said = e["last_error"].as_str().unwrap();
+    assert!(
+        said.contains("401") && said.contains("OTEL_EXPORTER_OTLP_HEADERS"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_collector_started_late_and_restarted_mid_capture_loses_nothing() {
     require_root();
     let dir = tempfile::tempdir().unwrap();

@@ -110,8 +110,9 @@ pub struct CaptureArgs {
     /// OTLP/HTTP (protobuf; OTEL_EXPORTER_OTLP_PROTOCOL=http/json for JSON). URL is the
     /// collector's base URL (/v1/logs is appended); without one (--otlp= or --otlp before
     /// another option) OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or
-    /// http://localhost:4318. OTEL_EXPORTER_OTLP_HEADERS (never printed),
-    /// OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_CERTIFICATE are honoured. Delivery is
+    /// http://localhost:4318. OTEL_EXPORTER_OTLP_HEADERS (never printed, and not passed on to
+    /// the agent `run` starts), OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_CERTIFICATE are
+    /// honoured. Delivery is
     /// at least once: a collector that is down gets the records later; the report's
     /// export.otlp says what was not delivered (--fail-on export).
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]

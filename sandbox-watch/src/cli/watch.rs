@@ -10,7 +10,7 @@ use crate::error::{Result, Usage};
 use crate::judge::{classify, netpolicy, redact};
 use crate::kernel::probe::{Probe, ProbeOptions};
 use crate::launch::{container, target};
-use crate::output::{evidence, ocsf_out, report};
+use crate::output::{evidence, ocsf_out, otlp, report};
 use crate::state::processes;
 use crate::tui;
 
@@ -141,8 +141,12 @@ pub fn run(args: RunArgs) -> Result<u8> {
         }
         false => (None, None),
     };
-    // No other thread exists yet: the fork is safe.
-    let child = target::fork_gated(&program, &args.command, user, terminal)?;
+    // With --otlp, the collector's credentials stay with the monitor.
+    let withhold = match export {
+        Some(_) => otlp::config::CREDENTIAL_VARS,
+        None => &[],
+    };
+    let child = target::fork_gated(&program, &args.command, user, withhold, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
     let mut capture = new_capture(
         Mode::Run {

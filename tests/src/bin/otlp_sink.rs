@@ -4,7 +4,9 @@
 //! `sandbox-watch verify --otlp-json OUT` reads what arrived.
 //!
 //! otlp-sink LISTEN_ADDR OUT [--answer ok|garbage|status:N] [--fail-first N] [--exit-after N]
+//!           [--require NAME:VALUE]
 //!
+//! `--require` answers 401 to a request without that header (a collector's authentication).
 //! `--fail-first N` answers 503 to the first N requests; `--exit-after N` exits after taking
 //! N requests (a collector that goes away).
 //! prints `listening on ADDR` once bound (port 0: one is picked).
@@ -24,6 +26,7 @@ fn main() {
     let mut answer = "ok".to_string();
     let mut fail_first = 0u64;
     let mut exit_after = u64::MAX;
+    let mut require: Option<(String, String)> = None;
     let mut rest = args[3..].iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
@@ -41,6 +44,13 @@ fn main() {
                     .expect("--exit-after N")
                     .parse()
                     .expect("a number")
+            }
+            "--require" => {
+                let (name, value) = rest
+                    .next()
+                    .and_then(|r| r.split_once(':'))
+                    .expect("--require NAME:VALUE");
+                require = Some((name.to_string(), value.to_string()));
             }
             other => panic!("unknown option {other}"),
         }
@@ -72,6 +82,18 @@ fn main() {
             continue;
         }
         seen += 1;
+        if let Some((name, value)) = &require {
+            let given = req
+                .headers()
+                .iter()
+                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+                .map(|h| h.value.as_str().to_string());
+            if given.as_deref() != Some(value.as_str()) {
+                let _ = req
+                    .respond(tiny_http::Response::from_string("who are you").with_status_code(401));
+                continue;
+            }
+        }
         if seen <= fail_first {
             let _ =
                 req.respond(tiny_http::Response::from_string("warming up").with_status_code(503));

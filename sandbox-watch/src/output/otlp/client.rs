@@ -150,6 +150,10 @@ impl Client {
                 "{shown} answered HTTP 404: no OTLP logs receiver at that path (the base URL \
                  given to --otlp gets /v1/logs appended){detail}"
             ),
+            401 | 403 => format!(
+                "{shown} answered HTTP {status}: it wants credentials; give them in \
+                 OTEL_EXPORTER_OTLP_HEADERS (e.g. Authorization=Bearer%20…){detail}"
+            ),
             413 => format!("{shown} answered HTTP 413: the request was too large{detail}"),
             429 => format!("{shown} answered HTTP 429: the collector is busy{detail}"),
             _ => format!("{shown} answered HTTP {status}{detail}"),

@@ -18,6 +18,15 @@ use ureq::http::Uri;
 /// The endpoint when neither `--otlp URL` nor a variable names one (the OTLP/HTTP default).
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 
+/// The variables that hold the collector's credentials (its auth headers, the client key of
+/// mutual TLS): a capture with `--otlp` does not pass them on to the agent it starts.
+pub const CREDENTIAL_VARS: &[&str] = &[
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+    "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY",
+];
+
 /// What `OTEL_EXPORTER_OTLP_TIMEOUT` defaults to.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
