@@ -241,6 +241,7 @@ impl Capture {
             allow_net_resolved: self.allow_net_resolved.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             schema: Some(crate::replay::LOG_SCHEMA.to_string()),
+            session_id: Some(crate::output::evidence::new_session_id()),
         };
         self.emit(self.started_ns, Record::Start(start));
         let now = self.clock.boot_now();

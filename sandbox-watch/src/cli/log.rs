@@ -68,7 +68,7 @@ pub fn replay(args: ReplayArgs) -> Result<u8> {
         };
         runtime()?.block_on(tui::replay(args.log.clone(), options))?;
     }
-    let code = conclude(&args.out, &replayed.report, 0)?;
+    let code = conclude(&args.out, &replayed.report, None, 0)?;
     match problem {
         Some(true) => {
             eprintln!(

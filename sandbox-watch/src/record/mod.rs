@@ -125,6 +125,11 @@ pub struct Start {
     pub version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
+    /// A random id of this session (32 hex digits), so a collector that receives many
+    /// sessions' records can tell them apart (the OTLP resource's `sandbox_watch.session.id`).
+    /// Logs written before it have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// The agent as known at the start: the namespace given (attach, container, --agent-netns),

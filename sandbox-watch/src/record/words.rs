@@ -157,6 +157,8 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
+    /// `--otlp`: records not delivered to the collector by the end.
+    Export,
 }
 
 impl ViolationKind {
@@ -167,6 +169,7 @@ impl ViolationKind {
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
+        ViolationKind::Export,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -177,6 +180,7 @@ impl ViolationKind {
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
+            ViolationKind::Export => "export",
         }
     }
 
