@@ -17,6 +17,7 @@ use crate::kernel::probe::{Probe, kind_name};
 use crate::output::evidence::LogWriter;
 use crate::output::report::{self, Agent, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
 use crate::state::files::{Files, Op};
+use crate::state::mounts::MountEntry;
 use crate::state::network::Network;
 use crate::state::processes::{Model, Process};
 use crate::time::rfc3339_nanos;
@@ -92,6 +93,8 @@ pub struct Capture {
     pub model: Model,
     pub files: Files,
     pub network: Network,
+    /// Mounts and namespace changes.
+    pub mounts: Vec<MountEntry>,
     /// `--allow-net`: destinations outside it are `network` violations.
     pub policy: Policy,
     /// The rules as given, for the log.
@@ -111,6 +114,8 @@ pub struct Capture {
     pub redactions: u64,
     pub agent_status: Option<nix::sys::wait::WaitStatus>,
     pub ended_by: String,
+    /// How many inodes the kernel was given at start.
+    registered: usize,
 }
 
 impl Capture {
@@ -129,6 +134,7 @@ impl Capture {
             model,
             files: Files::default(),
             network: Network::default(),
+            mounts: Vec::new(),
             policy: Policy::new(Vec::new()),
             allow_net: Vec::new(),
             classifier,
@@ -145,6 +151,7 @@ impl Capture {
             redactions: 0,
             agent_status: None,
             ended_by: String::new(),
+            registered: 0,
         }
     }
 
@@ -255,10 +262,50 @@ impl Capture {
     }
 
     fn probe_info(&self) -> ProbeInfo {
-        ProbeInfo::new(
+        let mut info = ProbeInfo::new(
             self.probe.file_hook.as_str().into(),
             self.probe.gaps.clone(),
-        )
+        );
+        info.known_inodes = self.registered as u64;
+        info
+    }
+
+    /// Sets up the file model: the inodes the kernel was given at start (`Probe::register`),
+    /// the mount table, the monitor's own output, the git settings there now.
+    pub fn setup_files(
+        &mut self,
+        registered: &[crate::kernel::probe::Registered],
+        roots: &crate::judge::identity::Roots,
+    ) {
+        use std::os::unix::fs::MetadataExt as _;
+        for r in registered {
+            self.files
+                .know(r.key, r.path.display().to_string(), r.flags);
+        }
+        self.registered = registered.len();
+        self.files.mounts = crate::state::files::Mounts::load();
+        for fd in ["/proc/self/fd/1", "/proc/self/fd/2"] {
+            if let Ok(m) = std::fs::metadata(fd)
+                && m.is_file()
+            {
+                let dev = m.dev();
+                let kdev = (libc::major(dev) << 20) | libc::minor(dev);
+                self.files.stdio.push((kdev, m.ino()));
+            }
+        }
+        self.files.dirty_seen = !self
+            .probe
+            .gaps
+            .iter()
+            .any(|g| g.starts_with(crate::kernel::probe::DIRTY_GAP));
+        self.files.fentry_opens = self.probe.file_hook == crate::kernel::probe::FileHook::Fentry;
+        let mut configs: Vec<std::path::PathBuf> = vec!["/etc/gitconfig".into()];
+        for r in &roots.0 {
+            configs.push(r.join(".git/config"));
+            configs.push(r.join(".gitconfig"));
+            configs.push(r.join(".config/git/config"));
+        }
+        self.files.git_snapshot(&configs);
     }
 
     fn process_json(&self, p: &Process) -> Value {
@@ -308,6 +355,10 @@ impl Capture {
             }
         };
         let at = event.header().ktime_ns;
+        // The monitor itself, while it registered inodes at start.
+        if event.header().tgid == std::process::id() {
+            return;
+        }
         if let Event::Exec(exec) = &mut event {
             let (argv, n) = if exec.argv_truncated {
                 crate::judge::redact::redact_cut_argv(&exec.argv)
@@ -357,8 +408,8 @@ impl Capture {
             Event::FileOpen(open) => {
                 let start = open.header.start_ns;
                 let added = self.files.open(&self.classifier, start, open);
-                if let Some(key) = added.always_report {
-                    self.probe.always_report(key);
+                if let Some((key, flags)) = added.know {
+                    self.probe.know_inode(key, flags);
                 }
                 if let Some(record) = added.record {
                     let fields = serde_json::to_value(&record).unwrap_or(Value::Null);
@@ -394,6 +445,40 @@ impl Capture {
                 if let Some(i) = self.files.failed_open(&self.classifier, f) {
                     self.log_file(at, i);
                 }
+            }
+            Event::Dirty(d) => match self.files.dirty(&self.classifier, d) {
+                crate::state::files::Dirtied::Modified(i) => self.log_update(at, i),
+                crate::state::files::Dirtied::Written(i) => self.log_file(at, i),
+            },
+            Event::Uring(u) => {
+                let (index, know) = self.files.uring(&self.classifier, u);
+                if let Some((key, flags)) = know {
+                    self.probe.know_inode(key, flags);
+                }
+                if let Some(i) = index {
+                    self.log_file(at, i);
+                }
+            }
+            Event::Attr(a) => {
+                let wall = |sec: u64| {
+                    crate::time::rfc3339_nanos(SystemTime::UNIX_EPOCH + Duration::from_secs(sec))
+                };
+                if let Some(i) = self.files.attr(&self.classifier, a, wall) {
+                    self.log_file(at, i);
+                }
+            }
+            Event::Mkdir { op, mode } => {
+                if let Some(i) = self.files.mkdir(&self.classifier, op, *mode) {
+                    self.log_file(at, i);
+                }
+            }
+            Event::Mount(m) => {
+                let entry = MountEntry::of_mount(m);
+                self.log_mount(at, entry);
+            }
+            Event::Namespace(n) => {
+                let entry = MountEntry::of_namespace(n);
+                self.log_mount(at, entry);
             }
             Event::Unlink(op) | Event::Rename(op) => {
                 let kind = if op.new_path.is_some() {
@@ -500,6 +585,22 @@ impl Capture {
         self.write_log(at, record, fields);
     }
 
+    /// An entry changed after it was logged (a write the kernel saw change the file, what
+    /// the end of the capture found): the fields that changed, for a replay to apply.
+    fn log_update(&mut self, at: u64, i: usize) {
+        let e = &self.files.entries[i];
+        let fields = json!({ "pid": e.pid, "op": e.op, "path": e.path, "new_path": e.new_path,
+            "dev": e.dev, "ino": e.ino, "modified": e.modified, "persistence": e.persistence,
+            "persistent_files": e.persistent_files, "git_settings": e.git_settings });
+        self.write_log(at, "file_update", fields);
+    }
+
+    fn log_mount(&mut self, at: u64, entry: MountEntry) {
+        let fields = serde_json::to_value(&entry).unwrap_or(Value::Null);
+        self.mounts.push(entry);
+        self.write_log(at, "mount", fields);
+    }
+
     /// A delete, rename or link that failed because there was nothing there: no entry, but the
     /// log keeps it.
     fn log_missing(&mut self, at: u64, kind: Op, op: &crate::kernel::decode::PathOp) {
@@ -521,7 +622,9 @@ impl Capture {
         let probe = &mut self.probe;
         self.files
             .collect_all_read_counts(|key| probe.take_read_count(key));
-        self.files.hash_written();
+        for i in self.files.at_end(&self.classifier) {
+            self.log_update(end_ns, i);
+        }
         self.network.reverdict(self.model.agent_netns);
         let model = &self.model;
         self.network.mark_listening_at_end(|pid| {
@@ -580,6 +683,7 @@ impl Capture {
                     .collect(),
                 files: std::mem::take(&mut self.files.entries),
                 network: std::mem::take(&mut self.network.entries),
+                mounts: std::mem::take(&mut self.mounts),
                 redactions: self.redactions,
             },
             &self.policy,

@@ -116,6 +116,7 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
     let mut live: HashMap<u64, usize> = HashMap::new();
     let mut files = crate::state::files::Files::default();
     let mut network: Vec<NetEntry> = Vec::new();
+    let mut mounts: Vec<crate::state::mounts::MountEntry> = Vec::new();
     let mut same_net: HashMap<String, usize> = HashMap::new();
     let (mut events, mut redactions, mut exit) = (0u64, 0u64, Exit::default());
     let mut lost_by_kind = Default::default();
@@ -205,6 +206,33 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
                 // Failed opens are entries (failed deletes and renames are only logged).
                 if let Some(f) = from::<FileEntry>(r).filter(|f| f.result.is_some()) {
                     files.add_failed(f);
+                }
+            }
+            "file_update" => {
+                // An entry changed after it was logged: modified, or what the end found.
+                let text = |k: &str| r[k].as_str().map(str::to_string);
+                if let Some(f) = files.entries.iter_mut().rev().find(|f| {
+                    f.pid as u64 == pid
+                        && serde_json::to_value(f.op).ok().as_ref() == Some(&r["op"])
+                        && Some(&f.path) == text("path").as_ref()
+                        && f.new_path == text("new_path")
+                        && f.ino == r["ino"].as_u64()
+                }) {
+                    if let Some(m) = r["modified"].as_bool() {
+                        f.modified = Some(m);
+                    }
+                    f.persistence |= r["persistence"].as_bool().unwrap_or(false);
+                    if let Some(v) = from(&r["persistent_files"]) {
+                        f.persistent_files = Some(v);
+                    }
+                    if let Some(v) = from(&r["git_settings"]) {
+                        f.git_settings = Some(v);
+                    }
+                }
+            }
+            "mount" => {
+                if let Some(m) = from(r) {
+                    mounts.push(m);
                 }
             }
             "file_count" => {
@@ -339,6 +367,7 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
             processes,
             files,
             network,
+            mounts,
             redactions,
         },
         &Policy::new(rules),

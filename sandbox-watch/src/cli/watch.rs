@@ -7,7 +7,7 @@ use super::outputs::{check_outputs, conclude, summary_option, summary_path};
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
 use crate::judge::{classify, netpolicy, redact};
-use crate::kernel::probe::{Probe, ProbeOptions};
+use crate::kernel::probe::{Probe, ProbeOptions, Registered};
 use crate::launch::{container, target};
 use crate::output::{evidence, ocsf_out, report};
 use crate::state::processes::{self, AgentRule, Model};
@@ -16,6 +16,8 @@ use crate::tui;
 /// What `prepare` opened before the agent starts.
 struct Prepared {
     classifier: classify::Classifier,
+    /// The rule files the kernel knows by their inode, and where the rules were looked for.
+    known: (Vec<Registered>, crate::judge::identity::Roots),
     log: Option<evidence::LogWriter>,
     ocsf: Option<ocsf_out::OcsfWriter>,
 }
@@ -53,9 +55,46 @@ fn prepare(args: &CaptureArgs) -> Result<Prepared> {
     };
     Ok(Prepared {
         classifier,
+        known: Default::default(),
         log,
         ocsf,
     })
+}
+
+/// Hands the credential and persistence files that exist now to the kernel by their inode
+/// (see `judge::identity`): under these homes, the working directory and its repository, and
+/// the absolute rules. Call before any target is traced (the monitor traces itself meanwhile).
+fn know_rule_files(
+    probe: &mut Probe,
+    prepared: &mut Prepared,
+    mut homes: Vec<std::path::PathBuf>,
+    cwd: Option<std::path::PathBuf>,
+) {
+    if let Some(home) = std::env::var_os("HOME") {
+        homes.push(home.into());
+    }
+    homes.push("/root".into());
+    let roots = crate::judge::identity::Roots::new(&homes, cwd.as_deref());
+    let rules = crate::judge::identity::rule_paths(&prepared.classifier, &roots);
+    let registered = probe.register(&rules);
+    log::info!(
+        "{} of {} rule paths known to the kernel by inode",
+        registered.len(),
+        rules.len()
+    );
+    prepared.known = (registered, roots);
+}
+
+/// A process's home directory (its uid's, from the user database) and working directory.
+fn home_and_cwd(pid: u32) -> (Vec<std::path::PathBuf>, Option<std::path::PathBuf>) {
+    use std::os::unix::fs::MetadataExt as _;
+    let home = std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .and_then(|m| nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(m.uid())).ok())
+        .flatten()
+        .map(|u| u.dir);
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+    (home.into_iter().collect(), cwd)
 }
 
 fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
@@ -101,7 +140,7 @@ pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let mut prepared = prepare(&args.capture)?;
     let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
@@ -113,6 +152,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
         .into());
     }
     let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let homes = user.iter().map(|u| u.home.clone()).collect();
+    know_rule_files(&mut probe, &mut prepared, homes, std::env::current_dir().ok());
     let ring = probe.ring()?;
     let tui = use_tui(&args.capture);
     let (pane, terminal) = match tui {
@@ -168,11 +209,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let mut prepared = prepare(&args.capture)?;
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
     let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let (homes, cwd) = home_and_cwd(args.pid);
+    know_rule_files(&mut probe, &mut prepared, homes, cwd);
     let ring = probe.ring()?;
     let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
     model.agent_pid = Some(args.pid);
@@ -212,12 +255,14 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
 }
 
 pub fn container(args: ContainerArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let mut prepared = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let mut options = probe_options(&args.capture);
     options.cgroup = Some((c.cgroup_id, c.level));
     let mut probe = Probe::load(&options)?;
+    // The host's rule files (a container's own are judged by their paths).
+    know_rule_files(&mut probe, &mut prepared, Vec::new(), None);
     let ring = probe.ring()?;
     // The processes already inside; the kernel adds the others by cgroup from now on.
     let inside: Vec<processes::Existing> =
@@ -273,6 +318,7 @@ fn new_capture(
     args: &CaptureArgs,
 ) -> Capture {
     let mut capture = Capture::new(mode, probe, model, prepared.classifier, prepared.log);
+    capture.setup_files(&prepared.known.0, &prepared.known.1);
     capture.policy = policy(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::netpolicy::Policy;
 use crate::state::files::{FileEntry, Op};
+use crate::state::mounts::MountEntry;
 use crate::state::network::NetEntry;
 use crate::state::processes::Verdict;
 
@@ -25,6 +26,9 @@ pub struct Report {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    /// Mounts and namespace changes by the traced processes.
+    #[serde(default)]
+    pub mounts: Vec<MountEntry>,
     pub violations: Vec<Violation>,
     pub log: Option<LogInfo>,
     /// How many argv values were replaced by `[REDACTED]`.
@@ -64,15 +68,23 @@ pub struct ProbeInfo {
     /// What sandbox-watch does not watch on any kernel (see `NOT_WATCHED`).
     #[serde(default)]
     pub not_watched: Vec<String>,
+    /// How many credential and persistence files (and rule directories) the kernel knew by
+    /// their inode from the start.
+    #[serde(default)]
+    pub known_inodes: u64,
 }
 
 /// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
-    "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
-    "reads and writes themselves: a file counts as read or written when it is opened for it",
+    "the data read and written: a file counts as read when it is opened for reading, as written when it is opened for writing or the kernel marks its inode dirty",
+    "stores through a shared mapping that was already writable and dirty before the capture (the kernel marks a page dirty once)",
+    "a write to a file on tmpfs within the clock tick of its creation (no timestamp moves; its create is recorded)",
+    "ioctls that change a file (FICLONE, FS_IOC_SETFLAGS) and copy_file_range or splice into one: seen as writes where they dirty the inode, without an operation of their own",
+    "credential and persistence files that exist at the start outside the agent's home, root's home and its working directory's repository, under rules that start with **/: judged by the path used, not by their inode",
     "UDP datagrams other than DNS questions to port 53, and the data of any connection",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
+    "a chrooted agent's paths are shown from its mount namespace's root",
 ];
 
 impl ProbeInfo {
@@ -81,6 +93,7 @@ impl ProbeInfo {
             file_open,
             gaps,
             not_watched: NOT_WATCHED.iter().map(|s| s.to_string()).collect(),
+            known_inodes: 0,
         }
     }
 }
@@ -163,6 +176,7 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    pub mounts: Vec<MountEntry>,
     pub redactions: u64,
 }
 
@@ -196,6 +210,7 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         processes: p.processes,
         files: p.files,
         network: p.network,
+        mounts: p.mounts,
         violations,
         log: None,
         redactions: p.redactions,
@@ -235,25 +250,29 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                     .unwrap_or("path from the syscall")
             )
         };
+        let also = f.same_inode_as.as_ref().map_or(String::new(), |rule| {
+            format!(", the same inode as {}", clean(rule))
+        });
         let summary = match (&f.result, &f.link_to) {
             (Some(error), _) => format!(
-                "pid {} tried to {} credential {} (failed: {error})",
+                "pid {} tried to {} credential {}{also} (failed: {error})",
                 f.pid,
-                attempt(f.op),
+                f.op.attempt(),
                 clean(&f.path)
             ),
             (None, Some(to)) => format!(
-                "pid {} made {} a {} link to {} (a credential)",
+                "pid {} made {} a {} link to {} (a credential{also})",
                 f.pid,
                 clean(&f.path),
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
             (None, None) => format!(
-                "pid {} {} credential {} ({how})",
+                "pid {} {} credential {}{}{also} ({how})",
                 f.pid,
-                verb(f.op),
-                clean(&f.path)
+                f.op.past(),
+                clean(&f.path),
+                change_detail(f)
             ),
         };
         out.push(Violation {
@@ -300,24 +319,88 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
-        let summary = match (&f.result, &f.link_to) {
+        let also = f.same_inode_as.as_ref().map_or(String::new(), |rule| {
+            format!(" (the same inode as {})", clean(rule))
+        });
+        let mut summary = match (&f.result, &f.link_to) {
             (Some(error), _) => format!(
-                "pid {} tried to {} {path} (failed: {error})",
+                "pid {} tried to {} {path}{also} (failed: {error})",
                 f.pid,
-                attempt(f.op)
+                f.op.attempt()
             ),
             (None, Some(to)) => format!(
-                "pid {} made {path} a {} link to {}",
+                "pid {} made {path} a {} link to {}{also}",
                 f.pid,
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
-            (None, None) => format!("pid {} {} {path}", f.pid, verb(f.op)),
+            (None, None) => format!(
+                "pid {} {} {path}{}{also}",
+                f.pid,
+                f.op.past(),
+                change_detail(f)
+            ),
         };
+        if let Some(files) = &f.persistent_files {
+            let shown: Vec<String> = files.iter().take(3).map(|p| clean(p)).collect();
+            summary.push_str(&format!(
+                ", which holds {}{}",
+                shown.join(", "),
+                if files.len() > 3 { ", …" } else { "" }
+            ));
+        }
+        if let Some(settings) = &f.git_settings {
+            summary.push_str(&format!(": {}", clean(&settings.join("; "))));
+        }
+        if f.without_open {
+            summary.push_str(&format!(
+                " (without opening it: through {})",
+                f.through.as_deref().unwrap_or("a descriptor it had")
+            ));
+        }
         out.push(Violation {
             kind: "persistence".into(),
             pid: Some(f.pid),
             summary,
+        });
+    }
+    for f in parts.files.iter() {
+        let Some(why) = &f.escalation else { continue };
+        let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
+        let summary = match &f.result {
+            Some(error) => format!(
+                "pid {} tried to {} {path} (failed: {error}): {why}",
+                f.pid,
+                f.op.attempt()
+            ),
+            None => format!("pid {} {} {path}: {why}", f.pid, f.op.past()),
+        };
+        out.push(Violation {
+            kind: "escalation".into(),
+            pid: Some(f.pid),
+            summary,
+        });
+    }
+    for f in parts.files.iter().filter(|f| f.raced) {
+        let mut changed = Vec::new();
+        if let Some(entry) = &f.path_at_entry {
+            changed.push(format!("{} at its exit, {} at its entry", clean(&f.path), clean(entry)));
+        }
+        if let (Some(entry), Some(exit)) = (&f.new_path_at_entry, &f.new_path) {
+            changed.push(format!("{} at its exit, {} at its entry", clean(exit), clean(entry)));
+        }
+        out.push(Violation {
+            kind: "tamper".into(),
+            pid: Some(f.pid),
+            summary: format!(
+                "pid {}'s {} call had a name rewritten while it ran ({}): a thread raced the kernel, which may have used either; this process's names are not to be trusted",
+                f.pid,
+                serde_json::to_value(f.op)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                changed.join("; ")
+            ),
         });
     }
     if lost > 0 {
@@ -405,23 +488,31 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     policy.allows(addr, n.port.unwrap_or(0), &names)
 }
 
-/// What a failed open was trying to do.
-fn attempt(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write | Op::Create => "write",
-        Op::Delete => "delete",
-        Op::Rename => "rename",
-    }
-}
-
-fn verb(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write => "wrote",
-        Op::Create => "created",
-        Op::Delete => "deleted",
-        Op::Rename => "renamed",
+/// What an attribute change set, for a violation's line: " to 0666", " to uid 65534".
+fn change_detail(f: &FileEntry) -> String {
+    match f.op {
+        Op::Chmod => f
+            .mode
+            .as_ref()
+            .map_or(String::new(), |m| format!(" to {m}")),
+        Op::Chown => match (f.uid, f.gid) {
+            (Some(u), Some(g)) => format!(" to uid {u} gid {g}"),
+            (Some(u), None) => format!(" to uid {u}"),
+            (None, Some(g)) => format!(" to gid {g}"),
+            _ => String::new(),
+        },
+        Op::Truncate => f
+            .size
+            .map_or(String::new(), |n| format!(" to {n} bytes")),
+        Op::Utimes => f
+            .mtime
+            .as_ref()
+            .map_or(String::new(), |t| format!(" (mtime {t})")),
+        Op::Setxattr | Op::Removexattr => f
+            .xattr
+            .as_ref()
+            .map_or(String::new(), |x| format!(" ({x})")),
+        _ => String::new(),
     }
 }
 
@@ -433,6 +524,8 @@ pub const VIOLATION_KINDS: &[&str] = &[
     "network",
     "lost",
     "leftover",
+    "escalation",
+    "tamper",
 ];
 
 impl Report {
@@ -550,7 +643,7 @@ impl Report {
             .files
             .iter()
             .filter(|f| f.credential && f.op != Op::Read && f.result.is_none())
-            .map(|f| format!("{} ({})", landed(f), verb(f.op)))
+            .map(|f| format!("{} ({})", landed(f), f.op.past()))
             .collect();
         let pers: Vec<String> = self
             .files
@@ -581,6 +674,41 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
+        let escalations: Vec<String> = self
+            .files
+            .iter()
+            .filter(|f| f.escalation.is_some())
+            .map(|f| format!("{} ({})", landed(f), f.op.past()))
+            .collect();
+        if !escalations.is_empty() {
+            s.push_str(&format!(
+                "- **Escalation**: {}\n",
+                list_or_none(&escalations)
+            ));
+        }
+        let raced: Vec<String> = self
+            .files
+            .iter()
+            .filter(|f| f.raced)
+            .map(|f| format!("pid {} {}", f.pid, landed(f)))
+            .collect();
+        if !raced.is_empty() {
+            s.push_str(&format!(
+                "- **Names rewritten during a call**: {}\n",
+                list_or_none(&raced)
+            ));
+        }
+        if !self.mounts.is_empty() {
+            let shown: Vec<String> = self
+                .mounts
+                .iter()
+                .map(|m| format!("pid {} {}", m.pid, m.describe()))
+                .collect();
+            s.push_str(&format!(
+                "- **Mounts and namespaces**: {}\n",
+                list_or_none(&shown)
+            ));
+        }
         if !failed.is_empty() {
             s.push_str(&format!(
                 "- **Refused or failed**: {}\n",
