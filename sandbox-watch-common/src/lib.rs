@@ -19,17 +19,19 @@ pub const ARGV_TRUNCATED: u32 = 1 << 0;
 pub const CWD_TRUNCATED: u32 = 1 << 1;
 pub const PATH_TRUNCATED: u32 = 1 << 2;
 pub const NEW_PATH_TRUNCATED: u32 = 1 << 3;
-/// The name the caller gave (the first, or the new one of a rename or link) read at the
-/// syscall's entry differs from the one read at its exit, or could not be read at entry: a
-/// thread rewrote it while the kernel used it. The entry-time names follow the paths in the
-/// tail (`raced_len` bytes: the first name, then the second, each ended by a NUL).
-pub const NAME_RACED: u32 = 1 << 4;
-pub const NEW_NAME_RACED: u32 = 1 << 5;
-/// The paths came from the kernel's own dentries (fentry on `security_path_*`), not from the
-/// caller's memory.
-pub const PATH_FROM_KERNEL: u32 = 1 << 6;
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
+///
+/// Numbers kept for work under way, so that branches adding kinds do not collide:
+/// - 10–19: tamper (issue 13)
+/// - 20–29: network flows, inbound connections, io_uring network operations (issue 14)
+/// - 30–39: files, mounts, namespaces, dirty inodes (issue 15)
+/// - 40–44: failed execs (issue 16)
+/// - 45–49: process output (issue 19)
+///
+/// A new kind: its variant here (with its number in `from_u32`, `name` and `fixed_size`, which
+/// have no `_` arm so the compiler asks), its struct below, its probe in
+/// `sandbox-watch-ebpf/src/probes/`, and its `Record` in the userspace.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -44,31 +46,22 @@ pub enum EventKind {
     OpenFailed = 8,
     /// A symbolic or hard link made: the target, then the new name.
     Link = 9,
-    // 10–19: reserved for the tamper records (issue 13).
-    // 30–39: file truth (issue 15).
-    /// The kernel marked a regular file's inode dirty in a traced task's context: a write
-    /// (`write`, `pwrite`, a store through a shared mapping, io_uring, truncate…), whatever
-    /// descriptor it went through. Once per process and inode.
-    Dirty = 30,
-    /// An io_uring file request (open, rename, unlink, link, symlink, mkdir, xattr) and its
-    /// result, named from the kernel's own copies of its paths.
-    Uring = 31,
-    /// chmod, chown, truncate, utimes or an xattr change (the `ATTR_*` op).
-    Attr = 32,
-    /// A directory (mkdir) or a special file (mknod) made: a `FileEvent`, the mode in
-    /// `open_flags`.
-    Mkdir = 33,
-    /// A mount operation (`MOUNT_*` op): mount, umount, move_mount, open_tree, fsmount,
-    /// fsopen, fspick, mount_setattr, pivot_root, chroot.
-    Mount = 34,
-    /// unshare or setns: the task's namespaces after it.
-    Namespace = 35,
 }
 
-/// The largest event kind plus one: the size of the per-kind drop counter array.
-pub const KIND_SLOTS: u32 = 40;
-
 impl EventKind {
+    /// Every kind, in number order.
+    pub const ALL: [EventKind; 9] = [
+        Self::Fork,
+        Self::Exec,
+        Self::Exit,
+        Self::FileOpen,
+        Self::Unlink,
+        Self::Rename,
+        Self::Net,
+        Self::OpenFailed,
+        Self::Link,
+    ];
+
     pub const fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             1 => Self::Fork,
@@ -80,12 +73,6 @@ impl EventKind {
             7 => Self::Net,
             8 => Self::OpenFailed,
             9 => Self::Link,
-            30 => Self::Dirty,
-            31 => Self::Uring,
-            32 => Self::Attr,
-            33 => Self::Mkdir,
-            34 => Self::Mount,
-            35 => Self::Namespace,
             _ => return None,
         })
     }
@@ -101,12 +88,6 @@ impl EventKind {
             Self::Net => "net",
             Self::OpenFailed => "open_failed",
             Self::Link => "link",
-            Self::Dirty => "dirty",
-            Self::Uring => "io_uring",
-            Self::Attr => "attr",
-            Self::Mkdir => "mkdir",
-            Self::Mount => "mount",
-            Self::Namespace => "namespace",
         }
     }
 
@@ -123,14 +104,94 @@ impl EventKind {
             Self::Net => core::mem::size_of::<NetEvent>(),
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
             Self::Link => core::mem::size_of::<FileEvent>(),
-            Self::Dirty => core::mem::size_of::<DirtyEvent>(),
-            Self::Uring => core::mem::size_of::<UringEvent>(),
-            Self::Attr => core::mem::size_of::<AttrEvent>(),
-            Self::Mkdir => core::mem::size_of::<FileEvent>(),
-            Self::Mount => core::mem::size_of::<MountEvent>(),
-            Self::Namespace => core::mem::size_of::<NsEvent>(),
         }
     }
+}
+
+/// The largest kind number plus one: the size of the per-kind drop counter array.
+pub const KIND_SLOTS: u32 = {
+    let mut max = 0;
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let k = EventKind::ALL[i] as u32;
+        if k > max {
+            max = k;
+        }
+        i += 1;
+    }
+    max + 1
+};
+
+// Every kind is in `ALL` exactly once, and `from_u32` reads back each number: a kind added to
+// the enum but not to `ALL` (or given a number `from_u32` does not know) fails to build.
+const _: () = {
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let k = EventKind::ALL[i];
+        match EventKind::from_u32(k as u32) {
+            Some(back) => assert!(back as u32 == k as u32, "from_u32 disagrees with a kind"),
+            None => panic!("from_u32 does not know a kind of EventKind::ALL"),
+        }
+        let mut j = i + 1;
+        while j < EventKind::ALL.len() {
+            assert!(
+                EventKind::ALL[j] as u32 != k as u32,
+                "a kind is twice in EventKind::ALL"
+            );
+            j += 1;
+        }
+        i += 1;
+    }
+    // ALL names every variant: `count` has no `_` arm, so a new variant must be counted here.
+    const fn count(k: EventKind) -> usize {
+        match k {
+            EventKind::Fork
+            | EventKind::Exec
+            | EventKind::Exit
+            | EventKind::FileOpen
+            | EventKind::Unlink
+            | EventKind::Rename
+            | EventKind::Net
+            | EventKind::OpenFailed
+            | EventKind::Link => 9,
+        }
+    }
+    assert!(
+        count(EventKind::Fork) == EventKind::ALL.len(),
+        "EventKind::ALL misses a kind"
+    );
+};
+
+/// Kernel constants both sides read (include/uapi/linux/fcntl.h, fs.h, socket.h, in.h).
+pub mod abi {
+    /// `file->f_mode`: opened for writing; the open created the file.
+    pub const FMODE_WRITE: u32 = 0x2;
+    pub const FMODE_CREATED: u32 = 0x10_0000;
+    /// Open flags (x86-64 and the generic ones: the values are the same on arm64).
+    pub const O_ACCMODE: u32 = 0o3;
+    pub const O_WRONLY: u32 = 0o1;
+    pub const O_RDWR: u32 = 0o2;
+    pub const O_CREAT: u32 = 0o100;
+    pub const O_EXCL: u32 = 0o200;
+    pub const O_TRUNC: u32 = 0o1000;
+    pub const O_APPEND: u32 = 0o2000;
+    pub const O_NONBLOCK: u32 = 0o4000;
+    pub const O_DIRECTORY: u32 = 0o20_0000;
+    pub const O_NOFOLLOW: u32 = 0o40_0000;
+    pub const O_CLOEXEC: u32 = 0o200_0000;
+    pub const O_PATH: u32 = 0o1000_0000;
+    pub const O_TMPFILE: u32 = 0o2020_0000;
+    /// Socket families, types and protocols.
+    pub const AF_UNIX: u16 = 1;
+    pub const AF_INET: u16 = 2;
+    pub const AF_INET6: u16 = 10;
+    pub const SOCK_STREAM: u32 = 1;
+    pub const SOCK_DGRAM: u32 = 2;
+    pub const IPPROTO_TCP: u32 = 6;
+    pub const IPPROTO_UDP: u32 = 17;
+    /// Errors the probes and the decoder name (as positive numbers).
+    pub const ECONNREFUSED: i32 = 111;
+    pub const EINPROGRESS: i32 = 115;
 }
 
 /// Starts every record.
@@ -209,9 +270,8 @@ pub const PATH_AS_GIVEN: u32 = 3;
 pub const LINK_SYMBOLIC: u32 = 1;
 
 /// An open (from the `struct file`), unlink or rename by a traced process.
-/// Tail: `path_len` bytes, then `new_path_len` bytes (rename only), then `raced_len` bytes
-/// (the names read at the syscall's entry, when `NAME_RACED`/`NEW_NAME_RACED`). A path is
-/// either components leaf first each ended by NUL (`PATH_FROM_FILE`), or for
+/// Tail: `path_len` bytes, then `new_path_len` bytes (rename only). A path is either
+/// components leaf first each ended by NUL (`PATH_FROM_FILE`), or for
 /// `PATH_FROM_DIR_AND_NAME` the directory's components, then a NUL, then the name as given.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -233,241 +293,11 @@ pub struct FileEvent {
     pub new_path_len: u32,
     /// Syscall result for unlink/rename and failed opens (0 or -errno); 0 for opens.
     pub result: i32,
-    /// `IDENTITY` flags of the file's inode (`ID_*`), and for a file the open created, its
-    /// directory's flags shifted by `ID_PARENT_SHIFT`.
-    pub identity: u32,
-    /// `inode->i_generation`: with `dev` and `ino`, one file over time.
-    pub generation: u32,
-    /// Bytes after the paths: the names read at the syscall's entry (see `NAME_RACED`).
-    pub raced_len: u32,
-    /// The name an open used (dentry name, parent and mount), as in [`ReadKey`].
-    pub name_key: u64,
-    /// A created file's directory (same `dev`): its inode number and generation.
-    pub parent_ino: u64,
-    pub parent_generation: u32,
     pub _pad: u32,
 }
 
-/// Space after [`FileEvent`] for its tail: two paths of `PATH_MAX + NAME_MAX`, and two names
-/// read at entry.
-pub const FILE_TAIL: usize = 2 * (PATH_MAX + 256 + 256) + 2 * RACED_NAME_MAX;
-
-/// Bytes of a name kept from a syscall's entry to compare with its exit.
-pub const RACED_NAME_MAX: usize = 256;
-
-/// Flags of an inode in the kernel's `IDENTITY` map (and in records' `identity`).
-pub const ID_CREDENTIAL: u32 = 1 << 0;
-pub const ID_PERSISTENCE: u32 = 1 << 1;
-/// A directory whose new entries are persistence (`.git/hooks`, `.config/autostart`, …).
-pub const ID_PERSISTENCE_DIR: u32 = 1 << 4;
-/// A directory whose entries are credentials (`.ssh`, `/run/secrets`, …).
-pub const ID_CREDENTIAL_DIR: u32 = 1 << 5;
-/// In a create's `identity`, the directory's flags sit above this shift.
-pub const ID_PARENT_SHIFT: u32 = 8;
-
-/// Key of `IDENTITY`: one inode (its superblock's dev, its number and generation).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct InodeKey {
-    pub dev: u32,
-    pub generation: u32,
-    pub ino: u64,
-}
-
-/// `DirtyEvent::bits`.
-/// The process opened this inode for write in the capture (the entry exists: it is modified).
-pub const DIRTY_OPENED: u32 = 1 << 0;
-/// Dirtied by an io_uring worker thread of the process.
-pub const DIRTY_IO_WORKER: u32 = 1 << 1;
-/// The kernel dirtied page-cache pages (not only timestamps).
-pub const DIRTY_PAGES: u32 = 1 << 2;
-/// The dentry named is deleted (the file lives on through an open descriptor).
-pub const DIRTY_UNLINKED: u32 = 1 << 3;
-/// The inode has no name at all (O_TMPFILE, or its last name is gone): dev and ino only.
-pub const DIRTY_NO_NAME: u32 = 1 << 4;
-/// The path was cut (too deep or too long).
-pub const DIRTY_PATH_TRUNCATED: u32 = 1 << 5;
-
-/// A regular file's inode dirtied by a traced task. Tail: `path_len` bytes of the path from
-/// the inode's newest name up to its filesystem's root (components leaf first, each ended by
-/// NUL): relative to the filesystem, not to a mount.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DirtyEvent {
-    pub header: EventHeader,
-    pub magic: u64,
-    pub ino: u64,
-    pub dev: u32,
-    /// The `I_DIRTY_*` flags of the call.
-    pub dirty_flags: u32,
-    /// The system call the task was in (-1: a page fault).
-    pub syscall: i32,
-    pub bits: u32,
-    pub nlink: u32,
-    pub identity: u32,
-    pub generation: u32,
-    pub path_len: u32,
-}
-
-/// io_uring opcodes named in [`UringEvent::opcode`] (include/uapi/linux/io_uring.h).
-pub mod uring_op {
-    pub const FALLOCATE: u32 = 17;
-    pub const OPENAT: u32 = 18;
-    pub const CLOSE: u32 = 19;
-    pub const STATX: u32 = 21;
-    pub const OPENAT2: u32 = 28;
-    pub const RENAMEAT: u32 = 35;
-    pub const UNLINKAT: u32 = 36;
-    pub const MKDIRAT: u32 = 37;
-    pub const SYMLINKAT: u32 = 38;
-    pub const LINKAT: u32 = 39;
-    pub const MSG_RING: u32 = 40;
-    pub const FSETXATTR: u32 = 41;
-    pub const SETXATTR: u32 = 42;
-    pub const FGETXATTR: u32 = 43;
-    pub const GETXATTR: u32 = 44;
-    pub const FIXED_FD_INSTALL: u32 = 54;
-    pub const FTRUNCATE: u32 = 55;
-}
-
-/// Bytes of each of the two names an io_uring request carries.
-pub const URING_NAME_MAX: usize = 256;
-
-/// An io_uring file request of a traced process, at its completion. Tail: two names of
-/// `URING_NAME_MAX` bytes (the kernel's copies, NUL-ended; for xattrs the path and the
-/// attribute's name), then `dir_a_len` and `dir_b_len` bytes (the directories relative names
-/// start from, walked from the kernel: the dirfd or the cwd), then `path_len` bytes (an open's
-/// file, walked from the `struct file`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UringEvent {
-    pub header: EventHeader,
-    pub opcode: u32,
-    /// The request's result (an fd for an open, 0 or -errno).
-    pub result: i32,
-    pub dfd: i32,
-    pub dfd2: i32,
-    /// Open flags, mkdir mode, rename/link/unlink flags.
-    pub flags: u32,
-    /// A direct-descriptor open's slot (0: an ordinary fd).
-    pub slot: u32,
-    pub len_a: u32,
-    pub len_b: u32,
-    pub dir_a_len: u32,
-    pub dir_b_len: u32,
-    pub path_len: u32,
-    /// `IDENTITY` flags of an open's file (0 otherwise).
-    pub identity: u32,
-    pub dev: u32,
-    pub generation: u32,
-    pub ino: u64,
-    pub magic: u64,
-    pub f_mode: u32,
-    pub _pad: u32,
-}
-
-/// [`AttrEvent::op`].
-pub const ATTR_CHMOD: u32 = 1;
-pub const ATTR_CHOWN: u32 = 2;
-pub const ATTR_TRUNCATE: u32 = 3;
-pub const ATTR_UTIMES: u32 = 4;
-pub const ATTR_SETXATTR: u32 = 5;
-pub const ATTR_REMOVEXATTR: u32 = 6;
-/// In [`AttrEvent::flags`]: the file was named by a descriptor (fchmod, ftruncate, …): its
-/// path is walked from the `struct file`, and dev/ino/identity are the file's.
-pub const ATTR_BY_FD: u32 = 1 << 8;
-/// In [`AttrEvent::flags`]: utimensat/utimes set explicit times (not "now").
-pub const ATTR_TIMES_GIVEN: u32 = 1 << 9;
-
-/// Bytes of an xattr's name kept.
-pub const XATTR_NAME_MAX: usize = 256;
-
-/// A change of a file's attributes by a traced process. Tail: `path_len` bytes (a path of
-/// `path_kind`), `xattr_len` bytes (the attribute's name, NUL-ended), `raced_len` bytes (the
-/// name read at entry, when `NAME_RACED` is in `flags`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AttrEvent {
-    pub header: EventHeader,
-    pub op: u32,
-    pub result: i32,
-    /// chmod: the new mode; chown: `uid` and `gid` (u32::MAX: unchanged).
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    /// `PATH_TRUNCATED`, `NAME_RACED`, `PATH_FROM_KERNEL`, `ATTR_BY_FD`, `ATTR_TIMES_GIVEN`.
-    pub flags: u32,
-    /// truncate: the new length; setxattr: the value's size; utimes: the new mtime (s).
-    pub size: u64,
-    pub dev: u32,
-    pub identity: u32,
-    pub ino: u64,
-    pub magic: u64,
-    pub generation: u32,
-    pub path_kind: u32,
-    pub path_len: u32,
-    pub xattr_len: u32,
-    pub raced_len: u32,
-    /// The syscall's own flags (AT_SYMLINK_NOFOLLOW, XATTR_CREATE, …).
-    pub at_flags: u32,
-}
-
-/// [`MountEvent::op`].
-pub const MOUNT_MOUNT: u32 = 1;
-pub const MOUNT_UMOUNT: u32 = 2;
-pub const MOUNT_MOVE: u32 = 3;
-pub const MOUNT_OPEN_TREE: u32 = 4;
-pub const MOUNT_FSOPEN: u32 = 5;
-pub const MOUNT_FSMOUNT: u32 = 6;
-pub const MOUNT_FSPICK: u32 = 7;
-pub const MOUNT_SETATTR: u32 = 8;
-pub const MOUNT_PIVOT_ROOT: u32 = 9;
-pub const MOUNT_CHROOT: u32 = 10;
-
-/// A mount operation by a traced process. Tail: `source_len` bytes (mount's source as given,
-/// or a path), `target_len` bytes (a path of `target_kind`), `fstype_len` bytes (a filesystem
-/// type, NUL-ended). Sources and targets that are paths are `PATH_FROM_DIR_AND_NAME`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MountEvent {
-    pub header: EventHeader,
-    pub op: u32,
-    /// 0, an fd (open_tree, fsopen, fsmount, fspick) or -errno.
-    pub result: i32,
-    /// The call's flags (MS_BIND, MOVE_MOUNT_*, OPEN_TREE_CLONE, …).
-    pub flags: u64,
-    /// The task's mount namespace after the call.
-    pub mntns: u32,
-    pub source_kind: u32,
-    pub source_len: u32,
-    pub target_kind: u32,
-    pub target_len: u32,
-    pub fstype_len: u32,
-    pub path_flags: u32,
-    pub _pad: u32,
-}
-
-/// [`NsEvent::op`].
-pub const NS_UNSHARE: u32 = 1;
-pub const NS_SETNS: u32 = 2;
-
-/// unshare or setns by a traced process: the flags and the task's namespaces after the call.
-/// Tail (setns): `path_len` bytes, the path of the descriptor's file (components leaf first).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NsEvent {
-    pub header: EventHeader,
-    pub op: u32,
-    pub result: i32,
-    /// unshare's CLONE_* flags; setns's nstype.
-    pub flags: u64,
-    pub netns: u32,
-    pub mntns: u32,
-    pub pidns: u32,
-    pub userns: u32,
-    pub utsns: u32,
-    pub path_len: u32,
-}
+/// Space after [`FileEvent`] for its tail: two paths of `PATH_MAX + NAME_MAX`.
+pub const FILE_TAIL: usize = 2 * (PATH_MAX + 256 + 256);
 
 /// What a [`NetEvent`] reports.
 pub const NET_CONNECT: u32 = 1;
@@ -515,30 +345,22 @@ pub const SCRATCH_SIZE: usize = 64 * 1024;
 
 /// Key of the kernel's table of plain reads already reported (map `READS`): a process
 /// opening the same inode again only bumps the count stored under this key.
-///
-/// It names the process (with its start: pids are reused), the inode (with its generation:
-/// inode numbers are reused) and the name used (`name_key`: the dentry's name hash and
-/// length, its parent and the mount), so a second path to one inode is a read of its own.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ReadKey {
     pub tgid: u32,
     pub dev: u32,
     pub ino: u64,
-    pub start_ns: u64,
-    pub generation: u32,
-    pub _pad: u32,
-    pub name_key: u64,
 }
+
+/// Value in `READS` that means: report every open of this inode (a credential file).
+pub const ALWAYS_REPORT: u64 = u64::MAX;
 
 /// Names of the globals the userspace sets at load time.
 pub mod globals {
     /// Container mode: the cgroup id whose tasks are traced (0 = off), and its level.
     pub const CGROUP_ID: &str = "CGROUP_ID";
     pub const CGROUP_LEVEL: &str = "CGROUP_LEVEL";
-    /// The monitor's own tgid: its opens while it is in the traced set register inodes in
-    /// `IDENTITY` (through `REGISTER`) instead of being sent.
-    pub const MONITOR_TGID: &str = "MONITOR_TGID";
 }
 
 #[cfg(feature = "user")]
@@ -551,10 +373,4 @@ mod user {
     unsafe impl aya::Pod for FileEvent {}
     unsafe impl aya::Pod for ReadKey {}
     unsafe impl aya::Pod for NetEvent {}
-    unsafe impl aya::Pod for InodeKey {}
-    unsafe impl aya::Pod for DirtyEvent {}
-    unsafe impl aya::Pod for UringEvent {}
-    unsafe impl aya::Pod for AttrEvent {}
-    unsafe impl aya::Pod for MountEvent {}
-    unsafe impl aya::Pod for NsEvent {}
 }

@@ -93,25 +93,6 @@ pub fn untrace(tgid: u32) {
     let _ = TRACED.remove(tgid);
 }
 
-/// One slot per CPU to pass a value through map memory (see `opaque`).
-#[map]
-static OPAQUE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-
-/// The same value, unknown to the verifier: a program that dispatches on a syscall number
-/// reaches its common code with a different constant in each branch, and the verifier checks
-/// that code (its path walks) once per constant. Through map memory they become one unknown
-/// value, checked once (6.1's budget is a million instructions, and each one costs load time).
-#[inline(always)]
-pub fn opaque(v: u64) -> u64 {
-    match OPAQUE.get_ptr_mut(0) {
-        Some(slot) => unsafe {
-            core::ptr::write_volatile(slot, v);
-            core::ptr::read_volatile(slot)
-        },
-        None => v,
-    }
-}
-
 /// This CPU's scratch area.
 #[inline(always)]
 pub fn scratch() -> Option<*mut u8> {
@@ -121,14 +102,8 @@ pub fn scratch() -> Option<*mut u8> {
 
 #[inline(always)]
 pub fn header(kind: EventKind, tgid: u32, start_ns: u64) -> EventHeader {
-    header_of(kind as u32, tgid, start_ns)
-}
-
-/// A header of a kind the verifier need not know exactly (see `opaque`).
-#[inline(always)]
-pub fn header_of(kind: u32, tgid: u32, start_ns: u64) -> EventHeader {
     EventHeader {
-        kind,
+        kind: kind as u32,
         tgid,
         pid: unsafe { bpf_get_current_pid_tgid() } as u32,
         _pad: 0,
@@ -141,12 +116,6 @@ pub fn header_of(kind: u32, tgid: u32, start_ns: u64) -> EventHeader {
 /// counts it as dropped.
 #[inline(always)]
 pub fn submit(kind: EventKind, data: *const u8, len: usize) {
-    submit_of(kind as u32, data, len)
-}
-
-/// `submit` of a kind the verifier need not know exactly (see `opaque`).
-#[inline(always)]
-pub fn submit_of(kind: u32, data: *const u8, len: usize) {
     // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
     // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
     let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
@@ -163,7 +132,7 @@ pub fn submit_of(kind: u32, data: *const u8, len: usize) {
     };
     let ret = unsafe { bpf_ringbuf_output(ring, data.cast_mut().cast(), len as u64, wake) };
     if ret < 0
-        && let Some(count) = DROPS.get_ptr_mut(kind)
+        && let Some(count) = DROPS.get_ptr_mut(kind as u32)
     {
         unsafe { *count += 1 };
     }

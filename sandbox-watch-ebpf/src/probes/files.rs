@@ -1,54 +1,44 @@
-//! File opens.
+//! File opens, deletes and renames.
 //!
 //! Opens come from one of two hooks, chosen by the loader:
-//! - `fentry/security_file_open(struct file *file)`: every open, io_uring's and
-//!   open_by_handle_at's included, but not O_PATH ones (no file is opened for access);
-//! - where fentry is refused, the syscall tracepoints `sys_exit_open{,at,at2}`/`creat` and
-//!   `sys_exit_open_by_handle_at`, which take the `struct file` from the fd table. They cannot
-//!   see opens made without those syscalls (io_uring: see `uring.rs`).
+//! - `fentry/security_file_open(struct file *file)`: every open, io_uring's included;
+//! - where fentry is refused, the syscall tracepoints `sys_exit_open{,at,at2}`/`creat`, which
+//!   take the `struct file` from the fd table.
+//!   They cannot see opens made without those syscalls (io_uring).
 //!
-//! O_PATH descriptors (`FMODE_PATH`) are sent as they are (their own op, never a read); where
-//! fentry runs they come from the fexit of `do_sys_openat2`.
+//! Deletes and renames use the syscall tracepoints `unlink{,at}`, `rmdir`, `rename{,at,at2}`:
+//! the directory comes from the kernel (dirfd or cwd), the last part from the argument.
 //!
 //! Syscall tracepoint records are `struct syscall_trace_enter { struct trace_entry ent; int nr;
 //! unsigned long args[6]; }` and `struct syscall_trace_exit { ...; int nr; long ret; }`: the
 //! arguments and the result start at byte 16 on every kernel since 2.6.33.
 use aya_ebpf::{
-    helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user},
-    macros::{fentry, fexit, map, tracepoint},
-    maps::{Array, HashMap},
+    helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_str},
+    macros::{fentry, fexit, map},
+    maps::HashMap,
     programs::{FEntryContext, FExitContext, TracePointContext},
 };
 use sandbox_watch_common::{
-    EventKind, FileEvent, ID_PARENT_SHIFT, InodeKey, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE,
-    PATH_MAX, PATH_TRUNCATED, ReadKey,
+    ALWAYS_REPORT, EventKind, FileEvent, LINK_SYMBOLIC, NEW_PATH_TRUNCATED, PATH_AS_GIVEN,
+    PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
-use super::inodes::{identity_of, opened_for_write, registered};
-use super::paths::{PATH_MASK, dir_and_name};
-use super::syscall::RET;
+use super::syscall::{RET, arg, remember, syscall_programs, take};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
-const AT_FDCWD: i64 = -100;
-/// `FMODE_WRITE`, `FMODE_PATH` and `FMODE_CREATED` in `file->f_mode` (include/linux/fs.h; the
-/// same values on 6.1 and 6.18).
-const FMODE_WRITE: u32 = 0x2;
-const FMODE_PATH: u32 = 0x4000;
-const FMODE_CREATED: u32 = 0x100000;
+use sandbox_watch_common::abi::{FMODE_CREATED, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY};
 
-/// Plain reads already reported, by process, inode and name (see `ReadKey`), with how many
-/// more opens followed. Reads of an `IDENTITY` inode never enter it: each is sent.
+const AT_FDCWD: i64 = -100;
+/// Bytes kept of a name given to unlink/rename.
+const NAME_MAX: usize = 1024;
+/// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
+const PATH_MASK: u32 = 0x3fff;
+
+/// Plain reads already reported, by process and inode, with how many more opens followed.
+/// `ALWAYS_REPORT` (set by userspace for credential files) means: report every open.
+
 #[map]
 static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
-
-/// Set by the loader once the open hook is chosen: slot 0 is 1 when fentry runs.
-#[map]
-static OPEN_HOOK: Array<u32> = Array::with_max_entries(1, 0);
-
-#[inline(always)]
-fn fentry_opens() -> bool {
-    OPEN_HOOK.get(0).is_some_and(|v| *v == 1)
-}
 
 // ---- opens: syscall tracepoints (the fallback) ----
 //
@@ -56,47 +46,11 @@ fn fentry_opens() -> bool {
 // are gone by then, FMODE_CREATED in `f_mode` says "created"), so untraced tasks pay one
 // lookup per open, not two.
 
-#[tracepoint(category = "syscalls", name = "sys_exit_openat")]
-pub fn sys_exit_openat(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::DirNameFlags)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_open")]
-pub fn sys_exit_open(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::NameFlags)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_creat")]
-pub fn sys_exit_creat(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::Name)
-}
-
-/// open_by_handle_at(mount_fd, handle, flags) returns a descriptor like openat; a failure has
-/// no path to report. Where fentry runs, `security_file_open` has seen it already (unless it
-/// is an O_PATH one).
-#[tracepoint(category = "syscalls", name = "sys_exit_open_by_handle_at")]
-pub fn sys_exit_open_by_handle_at(ctx: TracePointContext) -> u32 {
-    if !is_traced(current_tgid()) {
-        return 0;
-    }
-    let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
-    if ret < 0 {
-        return 0;
-    }
-    let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
-    if file.is_null() {
-        return 0;
-    }
-    if fentry_opens() && unsafe { sw_file_mode(file) } & FMODE_PATH == 0 {
-        return 0;
-    }
-    report_open(file);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_openat2")]
-pub fn sys_exit_openat2(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::DirNameHow)
+syscall_programs! {
+    sys_exit_openat(ctx) => exit_open(&ctx, Args::DirNameFlags);
+    sys_exit_open(ctx) => exit_open(&ctx, Args::NameFlags);
+    sys_exit_creat(ctx) => exit_open(&ctx, Args::Name);
+    sys_exit_openat2(ctx) => exit_open(&ctx, Args::DirNameHow);
 }
 
 /// Where an open syscall keeps the directory fd, the path and the flags.
@@ -112,7 +66,7 @@ enum Args {
     DirNameHow,
 }
 
-const O_WRONLY_CREAT_TRUNC: u32 = 0o1 | 0o100 | 0o1000;
+const O_WRONLY_CREAT_TRUNC: u32 = O_WRONLY | O_CREAT | O_TRUNC;
 
 #[inline(always)]
 fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
@@ -216,15 +170,7 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
         return 0;
     }
     let ret: i64 = ctx.arg(3);
-    if ret >= 0 {
-        // security_file_open never sees an O_PATH open: it is taken here.
-        let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
-        if !file.is_null() && unsafe { sw_file_mode(file) } & FMODE_PATH != 0 {
-            report_open(file);
-        }
-        return 0;
-    }
-    if missing(ret) {
+    if ret >= 0 || missing(ret) {
         return 0;
     }
     let dirfd: i32 = ctx.arg(0);
@@ -236,55 +182,28 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
     0
 }
 
-/// Sends one open, unless it is a plain read this process already made of this inode by this
-/// name (then it is only counted). An open by the monitor itself registers the inode instead.
+/// Sends one open, unless it is a plain read of an inode this process was already reported
+/// reading (then it is only counted).
 #[inline(always)]
 fn report_open(file: Ptr) {
     let tgid = current_tgid();
     let f_mode = unsafe { sw_file_mode(file) };
     let inode = unsafe { sw_file_inode(file) };
-    let id = InodeKey {
-        dev: unsafe { sw_inode_dev(inode) },
-        generation: unsafe { sw_inode_generation(inode) },
-        ino: unsafe { sw_inode_ino(inode) },
-    };
-    if registered(tgid, &id) {
-        return;
-    }
-    let start_ns = unsafe { sw_task_start_ns(current_task()) };
-    let name_key = unsafe { sw_file_name_key(file) };
-    // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT. An
-    // O_PATH descriptor reads nothing: never counted as a read.
-    let plain_read = f_mode & (FMODE_WRITE | FMODE_CREATED | FMODE_PATH) == 0;
-    let key = ReadKey {
-        tgid,
-        dev: id.dev,
-        ino: id.ino,
-        start_ns,
-        generation: id.generation,
-        _pad: 0,
-        name_key,
-    };
-    if plain_read && let Some(count) = READS.get_ptr_mut(&key) {
-        unsafe { *count += 1 };
-        return;
-    }
-    // Known inodes are never counted in READS: every open of one is sent.
-    let identity = identity_of(id.dev, id.generation, id.ino);
-    if plain_read && identity == 0 {
-        let _ = READS.insert(&key, &0, 0);
-    }
-    if f_mode & FMODE_WRITE != 0 {
-        opened_for_write(tgid, start_ns, &id);
-    }
-    let mut flags = identity;
-    let (mut parent_ino, mut parent_generation) = (0, 0);
-    if f_mode & FMODE_CREATED != 0 {
-        let dir = unsafe { sw_file_parent_inode(file) };
-        parent_ino = unsafe { sw_inode_ino(dir) };
-        parent_generation = unsafe { sw_inode_generation(dir) };
-        let d = identity_of(id.dev, parent_generation, parent_ino);
-        flags |= d << ID_PARENT_SHIFT;
+    let dev = unsafe { sw_inode_dev(inode) };
+    let ino = unsafe { sw_inode_ino(inode) };
+    // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
+    if f_mode & (FMODE_WRITE | FMODE_CREATED) == 0 {
+        let key = ReadKey { tgid, dev, ino };
+        if let Some(count) = READS.get_ptr_mut(key) {
+            unsafe {
+                if *count != ALWAYS_REPORT {
+                    *count += 1;
+                    return;
+                }
+            }
+        } else {
+            let _ = READS.insert(key, 0, 0);
+        }
     }
     let Some(base) = scratch() else { return };
     let event = base.cast::<FileEvent>();
@@ -293,10 +212,10 @@ fn report_open(file: Ptr) {
     let path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
     unsafe {
         *event = FileEvent {
-            header: header(EventKind::FileOpen, tgid, start_ns),
+            header: header(EventKind::FileOpen, tgid, sw_task_start_ns(current_task())),
             magic: sw_file_magic(file),
-            ino: id.ino,
-            dev: id.dev,
+            ino,
+            dev,
             open_flags: sw_file_flags(file),
             f_mode,
             flags: if walked & WALK_TRUNCATED != 0 {
@@ -306,11 +225,6 @@ fn report_open(file: Ptr) {
             },
             path_kind: PATH_FROM_FILE,
             path_len,
-            identity: flags,
-            generation: id.generation,
-            name_key,
-            parent_ino,
-            parent_generation,
             ..Default::default()
         };
     }
@@ -319,4 +233,188 @@ fn report_open(file: Ptr) {
         base,
         core::mem::size_of::<FileEvent>() + path_len as usize,
     );
+}
+
+// ---- links ----
+//
+// Only the exits: the arguments are read from the registers saved at the syscall's entry.
+
+syscall_programs! {
+    sys_exit_symlink(ctx) => exit_link(&ctx, LinkArgs::Symlink);
+    sys_exit_symlinkat(ctx) => exit_link(&ctx, LinkArgs::Symlinkat);
+    sys_exit_link(ctx) => exit_link(&ctx, LinkArgs::Link);
+    sys_exit_linkat(ctx) => exit_link(&ctx, LinkArgs::Linkat);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LinkArgs {
+    /// symlink(target, linkpath)
+    Symlink,
+    /// symlinkat(target, newdirfd, linkpath)
+    Symlinkat,
+    /// link(oldpath, newpath)
+    Link,
+    /// linkat(olddirfd, oldpath, newdirfd, newpath, flags)
+    Linkat,
+}
+
+#[inline(always)]
+fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let result = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) as i32;
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
+    let (old_dirfd, old, new_dirfd, new) = match args {
+        LinkArgs::Symlink => (0, a[0], AT_FDCWD, a[1]),
+        LinkArgs::Symlinkat => (0, a[0], a[1] as i32 as i64, a[2]),
+        LinkArgs::Link => (AT_FDCWD, a[0], AT_FDCWD, a[1]),
+        LinkArgs::Linkat => (a[0] as i32 as i64, a[1], a[2] as i32 as i64, a[3]),
+    };
+    let symbolic = matches!(args, LinkArgs::Symlink | LinkArgs::Symlinkat);
+    let Some(base) = scratch() else { return 0 };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    // A symbolic link's target is kept as given (it is resolved from the link's directory, when
+    // it is used); a hard link's is a file, resolved like any name.
+    let first = if symbolic {
+        let n = unsafe { bpf_probe_read_user_str(tail.cast(), NAME_MAX as u32, old as *const _) };
+        let len = if n > 0 { n as u32 } else { 0 };
+        if len as usize >= NAME_MAX {
+            len | WALK_TRUNCATED
+        } else {
+            len
+        }
+    } else {
+        dir_and_name(old_dirfd, old, tail)
+    };
+    let path_len = first & !WALK_TRUNCATED & PATH_MASK;
+    let second = dir_and_name(new_dirfd, new, unsafe { tail.add(path_len as usize) });
+    let new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
+    let mut flags = 0;
+    if first & WALK_TRUNCATED != 0 {
+        flags |= PATH_TRUNCATED;
+    }
+    if second & WALK_TRUNCATED != 0 {
+        flags |= NEW_PATH_TRUNCATED;
+    }
+    let tgid = current_tgid();
+    unsafe {
+        *event = FileEvent {
+            header: header(EventKind::Link, tgid, sw_task_start_ns(current_task())),
+            open_flags: if symbolic { LINK_SYMBOLIC } else { 0 },
+            flags,
+            path_kind: if symbolic {
+                PATH_AS_GIVEN
+            } else {
+                PATH_FROM_DIR_AND_NAME
+            },
+            path_len,
+            new_path_kind: PATH_FROM_DIR_AND_NAME,
+            new_path_len,
+            result,
+            ..Default::default()
+        };
+    }
+    let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
+    submit(EventKind::Link, base, size);
+    0
+}
+
+// ---- deletes and renames ----
+
+syscall_programs! {
+    sys_enter_unlink(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0); 0 };
+    sys_enter_rmdir(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0); 0 };
+    sys_enter_unlinkat(ctx) => { remember(arg(&ctx, 0) as i32 as i64, arg(&ctx, 1), 0, 0, 0); 0 };
+    sys_enter_rename(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), AT_FDCWD, arg(&ctx, 1), 0); 0 };
+    sys_enter_renameat(ctx) => remember_renameat(&ctx);
+    sys_enter_renameat2(ctx) => remember_renameat(&ctx);
+    sys_exit_unlink(ctx) => exit_path_op(&ctx, EventKind::Unlink);
+    sys_exit_rmdir(ctx) => exit_path_op(&ctx, EventKind::Unlink);
+    sys_exit_unlinkat(ctx) => exit_path_op(&ctx, EventKind::Unlink);
+    sys_exit_rename(ctx) => exit_path_op(&ctx, EventKind::Rename);
+    sys_exit_renameat(ctx) => exit_path_op(&ctx, EventKind::Rename);
+    sys_exit_renameat2(ctx) => exit_path_op(&ctx, EventKind::Rename);
+}
+
+/// renameat(olddirfd, oldpath, newdirfd, newpath) and renameat2 (…, flags).
+#[inline(always)]
+fn remember_renameat(ctx: &TracePointContext) -> u32 {
+    let (olddir, old, newdir, new) = (arg(ctx, 0), arg(ctx, 1), arg(ctx, 2), arg(ctx, 3));
+    remember(olddir as i32 as i64, old, newdir as i32 as i64, new, 0);
+    0
+}
+
+#[inline(always)]
+fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
+    let Some(p) = take() else { return 0 };
+    let result = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) as i32;
+    let Some(base) = scratch() else { return 0 };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    let first = dir_and_name(p.dirfd, p.name, tail);
+    let path_len = first & !WALK_TRUNCATED & PATH_MASK;
+    let mut flags = if first & WALK_TRUNCATED != 0 {
+        PATH_TRUNCATED
+    } else {
+        0
+    };
+    let mut new_path_len = 0;
+    if kind == EventKind::Rename {
+        let second = dir_and_name(p.new_dirfd, p.new_name, unsafe {
+            tail.add(path_len as usize)
+        });
+        new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
+        if second & WALK_TRUNCATED != 0 {
+            flags |= NEW_PATH_TRUNCATED;
+        }
+    }
+    let tgid = current_tgid();
+    unsafe {
+        *event = FileEvent {
+            header: header(kind, tgid, sw_task_start_ns(current_task())),
+            flags,
+            path_kind: PATH_FROM_DIR_AND_NAME,
+            path_len,
+            new_path_kind: PATH_FROM_DIR_AND_NAME,
+            new_path_len,
+            result,
+            ..Default::default()
+        };
+    }
+    let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
+    submit(kind, base, size);
+    0
+}
+
+/// Writes the directory a `*at` name is relative to (walked from the kernel's own objects;
+/// nothing for an absolute name), a NUL, then the name as the caller gave it.
+#[inline(always)]
+fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
+    let mut first: u8 = 0;
+    unsafe { bpf_probe_read_user((&raw mut first).cast(), 1, name as *const _) };
+    let task = current_task();
+    let mut walked = 0;
+    if first != b'/' {
+        if dirfd == AT_FDCWD {
+            walked = unsafe { sw_task_cwd(task, dst) };
+        } else {
+            let file = unsafe { sw_task_fd_file(task, dirfd as u32) };
+            if !file.is_null() {
+                walked = unsafe { sw_file_path(file, dst) };
+            }
+        }
+    }
+    let dir_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
+    unsafe { *dst.add(dir_len as usize) = 0 };
+    let name_dst = unsafe { dst.add(dir_len as usize + 1) };
+    let n = unsafe { bpf_probe_read_user_str(name_dst.cast(), NAME_MAX as u32, name as *const _) };
+    let name_len = if n > 0 { n as u32 } else { 0 };
+    let mut out = dir_len + 1 + name_len;
+    if walked & WALK_TRUNCATED != 0 || name_len as usize >= NAME_MAX {
+        out |= WALK_TRUNCATED;
+    }
+    out
 }

@@ -354,60 +354,9 @@ const PERSISTENCE_EXCEPT_GLOBS: &[&str] = &[
     "**/.git/modules/**/hooks/*.sample",
 ];
 
-/// Files whose change hands something root's power outside the traced tree: the kernel runs
-/// the program named in them (core dumps, module loading, binary formats, uevents) as root.
-const ESCALATION_FILES: &[(&str, &str)] = &[
-    (
-        "/proc/sys/kernel/core_pattern",
-        "a core dump then runs the program it names as root",
-    ),
-    (
-        "/proc/sys/kernel/core_pipe_limit",
-        "the core dump helper's limit",
-    ),
-    (
-        "/proc/sys/kernel/modprobe",
-        "the kernel runs this program as root to load a module",
-    ),
-    (
-        "/proc/sys/kernel/poweroff_cmd",
-        "the kernel runs this program as root at power-off",
-    ),
-    (
-        "/proc/sys/kernel/hotplug",
-        "the kernel runs this program as root for hotplug events",
-    ),
-    (
-        "/sys/kernel/uevent_helper",
-        "the kernel runs this program as root for every uevent",
-    ),
-];
-
-/// Directories whose writes are escalation too (binfmt_misc registers interpreters the
-/// kernel runs for matching binaries, setuid ones included).
-const ESCALATION_DIRS: &[(&str, &str)] = &[
-    (
-        "/proc/sys/fs/binfmt_misc/",
-        "binfmt_misc: the kernel runs the interpreter it registers for matching programs",
-    ),
-    (
-        "/proc/sys/kernel/usermodehelper/",
-        "the kernel's user-mode helpers' capabilities",
-    ),
-];
-
-/// What a rule glob means, for finding the files it names at start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RuleKind {
-    Credential,
-    Persistence,
-}
-
 /// The built-in lists (and the user's credential globs), compiled once.
 #[derive(Clone, Debug)]
 pub struct Classifier {
-    /// The user's credential globs as compiled (a name without `/` prefixed with `**/`).
-    extra_globs: Vec<String>,
     credential: GlobSet,
     credential_except: GlobSet,
     environ: GlobSet,
@@ -465,7 +414,6 @@ impl Classifier {
             other => other,
         })?;
         Ok(Classifier {
-            extra_globs: extra.clone(),
             credential: glob_set(CREDENTIAL_GLOBS)?,
             credential_except: glob_set(CREDENTIAL_EXCEPT_GLOBS)?,
             environ: glob_set(ENVIRON_GLOBS)?,
@@ -473,34 +421,6 @@ impl Classifier {
             persistence: glob_set(PERSISTENCE_GLOBS)?,
             persistence_except: glob_set(PERSISTENCE_EXCEPT_GLOBS)?,
         })
-    }
-
-    /// Every rule as a glob with what it means: the built-in lists and the user's globs
-    /// (`/proc` ones left out: procfs files are judged by their path).
-    pub fn rule_globs(&self) -> Vec<(String, RuleKind)> {
-        let credential = CREDENTIAL_GLOBS
-            .iter()
-            .map(|g| g.to_string())
-            .chain(self.extra_globs.iter().cloned())
-            .map(|g| (g, RuleKind::Credential));
-        let persistence = PERSISTENCE_GLOBS
-            .iter()
-            .map(|g| (g.to_string(), RuleKind::Persistence));
-        credential.chain(persistence).collect()
-    }
-
-    /// Whether a write to `path` (on procfs or sysfs, as `magic` says) makes the kernel run
-    /// something as root outside the traced tree; the reason when it does.
-    pub fn escalation(&self, path: &str, magic: u64) -> Option<&'static str> {
-        let magic = normalize_magic(magic);
-        if magic != magic::PROC && magic != magic::SYSFS && magic != magic::BINFMT_MISC {
-            return None;
-        }
-        ESCALATION_FILES
-            .iter()
-            .find(|(p, _)| *p == path)
-            .or_else(|| ESCALATION_DIRS.iter().find(|(d, _)| path.starts_with(d)))
-            .map(|(_, why)| *why)
     }
 
     /// Classify one access to `path`.

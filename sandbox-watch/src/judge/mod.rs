@@ -1,6 +1,4 @@
 pub mod classify;
 pub mod dns;
-pub mod gitconfig;
-pub mod identity;
 pub mod netpolicy;
 pub mod redact;

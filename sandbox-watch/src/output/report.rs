@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::judge::netpolicy::Policy;
-use crate::state::files::{FileEntry, Op};
-use crate::state::mounts::MountEntry;
+use crate::record::{NetOp, Op, Verdict, ViolationKind};
+use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
-use crate::state::processes::Verdict;
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
 
@@ -26,9 +25,6 @@ pub struct Report {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
-    /// Mounts and namespace changes by the traced processes.
-    #[serde(default)]
-    pub mounts: Vec<MountEntry>,
     pub violations: Vec<Violation>,
     pub log: Option<LogInfo>,
     /// How many argv values were replaced by `[REDACTED]`.
@@ -68,23 +64,15 @@ pub struct ProbeInfo {
     /// What sandbox-watch does not watch on any kernel (see `NOT_WATCHED`).
     #[serde(default)]
     pub not_watched: Vec<String>,
-    /// How many credential and persistence files (and rule directories) the kernel knew by
-    /// their inode from the start.
-    #[serde(default)]
-    pub known_inodes: u64,
 }
 
 /// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
-    "the data read and written: a file counts as read when it is opened for reading, as written when it is opened for writing or the kernel marks its inode dirty",
-    "stores through a shared mapping that was already writable and dirty before the capture (the kernel marks a page dirty once)",
-    "a write to a file on tmpfs within the clock tick of its creation (no timestamp moves; its create is recorded)",
-    "ioctls that change a file (FICLONE, FS_IOC_SETFLAGS) and copy_file_range or splice into one: seen as writes where they dirty the inode, without an operation of their own",
-    "credential and persistence files that exist at the start outside the agent's home, root's home and its working directory's repository, under rules that start with **/: judged by the path used, not by their inode",
+    "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
+    "reads and writes themselves: a file counts as read or written when it is opened for it",
     "UDP datagrams other than DNS questions to port 53, and the data of any connection",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
-    "a chrooted agent's paths are shown from its mount namespace's root",
 ];
 
 impl ProbeInfo {
@@ -93,7 +81,6 @@ impl ProbeInfo {
             file_open,
             gaps,
             not_watched: NOT_WATCHED.iter().map(|s| s.to_string()).collect(),
-            known_inodes: 0,
         }
     }
 }
@@ -120,13 +107,18 @@ pub struct ProcessEntry {
     pub cwd: Option<String>,
     pub uid: Option<u32>,
     pub netns: Option<u64>,
+    #[serde(default)]
     pub verdict: Verdict,
+    #[serde(default)]
     pub started_at: String,
     pub ended_at: Option<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    #[serde(default)]
     pub running_at_end: bool,
+    #[serde(default)]
     pub fork_only: bool,
+    #[serde(default)]
     pub preexisting: bool,
     #[serde(default)]
     pub launcher: bool,
@@ -139,12 +131,13 @@ pub struct ProcessEntry {
     pub cgroup_id: Option<u64>,
     /// Milliseconds from start to end (or to the end of the capture while still running).
     /// An integer: floats print differently across languages, and log lines are hashed.
+    #[serde(default)]
     pub duration_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Violation {
-    pub kind: String,
+    pub kind: ViolationKind,
     pub pid: Option<u32>,
     pub summary: String,
 }
@@ -176,7 +169,6 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
-    pub mounts: Vec<MountEntry>,
     pub redactions: u64,
 }
 
@@ -210,7 +202,6 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         processes: p.processes,
         files: p.files,
         network: p.network,
-        mounts: p.mounts,
         violations,
         log: None,
         redactions: p.redactions,
@@ -225,7 +216,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
         out.push(Violation {
-            kind: "outside".into(),
+            kind: ViolationKind::Outside,
             pid: Some(p.pid),
             summary: format!(
                 "pid {} `{}` ran in net namespace {}, not the agent's {}",
@@ -250,33 +241,29 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                     .unwrap_or("path from the syscall")
             )
         };
-        let also = f.same_inode_as.as_ref().map_or(String::new(), |rule| {
-            format!(", the same inode as {}", clean(rule))
-        });
         let summary = match (&f.result, &f.link_to) {
             (Some(error), _) => format!(
-                "pid {} tried to {} credential {}{also} (failed: {error})",
+                "pid {} tried to {} credential {} (failed: {error})",
                 f.pid,
                 f.op.attempt(),
                 clean(&f.path)
             ),
             (None, Some(to)) => format!(
-                "pid {} made {} a {} link to {} (a credential{also})",
+                "pid {} made {} a {} link to {} (a credential)",
                 f.pid,
                 clean(&f.path),
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
             (None, None) => format!(
-                "pid {} {} credential {}{}{also} ({how})",
+                "pid {} {} credential {} ({how})",
                 f.pid,
                 f.op.past(),
-                clean(&f.path),
-                change_detail(f)
+                clean(&f.path)
             ),
         };
         out.push(Violation {
-            kind: "credential".into(),
+            kind: ViolationKind::Credential,
             pid: Some(f.pid),
             summary,
         });
@@ -287,12 +274,12 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .filter(|n| n.verdict == Verdict::Outside)
     {
         out.push(Violation {
-            kind: "outside".into(),
+            kind: ViolationKind::Outside,
             pid: Some(n.pid),
             summary: format!(
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
-                n.op,
+                n.op.as_str(),
                 clean(&crate::state::network::destination(n)),
                 n.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
@@ -301,16 +288,19 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     if !policy.is_empty() {
         for n in &parts.network {
-            if n.op == "listen" || n.proto == "unix" || policy_allows(policy, &parts.network, n) {
+            if n.op == NetOp::Listen
+                || n.proto == "unix"
+                || policy_allows(policy, &parts.network, n)
+            {
                 continue;
             }
             out.push(Violation {
-                kind: "network".into(),
+                kind: ViolationKind::Network,
                 pid: Some(n.pid),
                 summary: format!(
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
-                    n.op,
+                    n.op.as_str(),
                     clean(&crate::state::network::destination(n)),
                     n.result
                 ),
@@ -319,94 +309,30 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
-        let also = f.same_inode_as.as_ref().map_or(String::new(), |rule| {
-            format!(" (the same inode as {})", clean(rule))
-        });
-        let mut summary = match (&f.result, &f.link_to) {
+        let summary = match (&f.result, &f.link_to) {
             (Some(error), _) => format!(
-                "pid {} tried to {} {path}{also} (failed: {error})",
+                "pid {} tried to {} {path} (failed: {error})",
                 f.pid,
                 f.op.attempt()
             ),
             (None, Some(to)) => format!(
-                "pid {} made {path} a {} link to {}{also}",
+                "pid {} made {path} a {} link to {}",
                 f.pid,
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
-            (None, None) => format!(
-                "pid {} {} {path}{}{also}",
-                f.pid,
-                f.op.past(),
-                change_detail(f)
-            ),
-        };
-        if let Some(files) = &f.persistent_files {
-            let shown: Vec<String> = files.iter().take(3).map(|p| clean(p)).collect();
-            summary.push_str(&format!(
-                ", which holds {}{}",
-                shown.join(", "),
-                if files.len() > 3 { ", …" } else { "" }
-            ));
-        }
-        if let Some(settings) = &f.git_settings {
-            summary.push_str(&format!(": {}", clean(&settings.join("; "))));
-        }
-        if f.without_open {
-            summary.push_str(&format!(
-                " (without opening it: through {})",
-                f.through.as_deref().unwrap_or("a descriptor it had")
-            ));
-        }
-        out.push(Violation {
-            kind: "persistence".into(),
-            pid: Some(f.pid),
-            summary,
-        });
-    }
-    for f in parts.files.iter() {
-        let Some(why) = &f.escalation else { continue };
-        let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
-        let summary = match &f.result {
-            Some(error) => format!(
-                "pid {} tried to {} {path} (failed: {error}): {why}",
-                f.pid,
-                f.op.attempt()
-            ),
-            None => format!("pid {} {} {path}: {why}", f.pid, f.op.past()),
+            (None, None) => format!("pid {} {} {path}", f.pid, f.op.past()),
         };
         out.push(Violation {
-            kind: "escalation".into(),
+            kind: ViolationKind::Persistence,
             pid: Some(f.pid),
             summary,
-        });
-    }
-    for f in parts.files.iter().filter(|f| f.raced) {
-        let mut changed = Vec::new();
-        if let Some(entry) = &f.path_at_entry {
-            changed.push(format!("{} at its exit, {} at its entry", clean(&f.path), clean(entry)));
-        }
-        if let (Some(entry), Some(exit)) = (&f.new_path_at_entry, &f.new_path) {
-            changed.push(format!("{} at its exit, {} at its entry", clean(exit), clean(entry)));
-        }
-        out.push(Violation {
-            kind: "tamper".into(),
-            pid: Some(f.pid),
-            summary: format!(
-                "pid {}'s {} call had a name rewritten while it ran ({}): a thread raced the kernel, which may have used either; this process's names are not to be trusted",
-                f.pid,
-                serde_json::to_value(f.op)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                changed.join("; ")
-            ),
         });
     }
     if lost > 0 {
         let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
         out.push(Violation {
-            kind: "lost".into(),
+            kind: ViolationKind::Lost,
             pid: None,
             summary: format!(
                 "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
@@ -427,7 +353,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .filter(|p| agent_ended && p.running_at_end && (!p.fork_only || p.preexisting))
     {
         out.push(Violation {
-            kind: "leftover".into(),
+            kind: ViolationKind::Leftover,
             pid: Some(p.pid),
             summary: format!(
                 "pid {} `{}` was still running when the capture ended",
@@ -438,7 +364,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     // One line for one finding: DNS questions of one name differ only in their type.
     let mut seen = std::collections::HashSet::new();
-    out.retain(|v| seen.insert((v.kind.clone(), v.pid, v.summary.clone())));
+    out.retain(|v| seen.insert((v.kind, v.pid, v.summary.clone())));
     out
 }
 
@@ -465,14 +391,14 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     let Some(addr) = n.addr.as_deref().and_then(|a| a.parse().ok()) else {
         return true;
     };
-    if n.op == "dns" {
+    if n.op == NetOp::Dns {
         return policy.allows_dns(n.name.as_deref().unwrap_or(""), addr);
     }
     // A connect to a resolver that carried allowed DNS questions is their transport (a UDP
     // socket connected to port 53, then send()); the questions are judged, not the socket.
     if n.port == Some(53)
         && network.iter().any(|d| {
-            d.op == "dns"
+            d.op == NetOp::Dns
                 && d.pid == n.pid
                 && d.addr == n.addr
                 && policy.allows_dns(d.name.as_deref().unwrap_or(""), addr)
@@ -482,51 +408,11 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     }
     let names: Vec<&str> = network
         .iter()
-        .filter(|d| d.op == "dns" && d.pid == n.pid)
+        .filter(|d| d.op == NetOp::Dns && d.pid == n.pid)
         .filter_map(|d| d.name.as_deref())
         .collect();
     policy.allows(addr, n.port.unwrap_or(0), &names)
 }
-
-/// What an attribute change set, for a violation's line: " to 0666", " to uid 65534".
-fn change_detail(f: &FileEntry) -> String {
-    match f.op {
-        Op::Chmod => f
-            .mode
-            .as_ref()
-            .map_or(String::new(), |m| format!(" to {m}")),
-        Op::Chown => match (f.uid, f.gid) {
-            (Some(u), Some(g)) => format!(" to uid {u} gid {g}"),
-            (Some(u), None) => format!(" to uid {u}"),
-            (None, Some(g)) => format!(" to gid {g}"),
-            _ => String::new(),
-        },
-        Op::Truncate => f
-            .size
-            .map_or(String::new(), |n| format!(" to {n} bytes")),
-        Op::Utimes => f
-            .mtime
-            .as_ref()
-            .map_or(String::new(), |t| format!(" (mtime {t})")),
-        Op::Setxattr | Op::Removexattr => f
-            .xattr
-            .as_ref()
-            .map_or(String::new(), |x| format!(" ({x})")),
-        _ => String::new(),
-    }
-}
-
-/// Kinds `--fail-on` accepts.
-pub const VIOLATION_KINDS: &[&str] = &[
-    "outside",
-    "credential",
-    "persistence",
-    "network",
-    "lost",
-    "leftover",
-    "escalation",
-    "tamper",
-];
 
 impl Report {
     /// The Markdown one-screen summary: the line to read first comes first.
@@ -535,15 +421,12 @@ impl Report {
         let first = match self.violations.first() {
             Some(v) => format!(
                 "**{}**: {}",
-                v.kind.to_uppercase(),
+                v.kind.as_str().to_uppercase(),
                 no_html(&clean(&v.summary))
             ),
             None => "no violations".to_string(),
         };
-        let verdict = match self.verdict {
-            Verdict::Inside => "INSIDE",
-            Verdict::Outside => "OUTSIDE",
-        };
+        let verdict = self.verdict.shout();
         // A replayed log that failed its check: nothing below can be trusted, so that first.
         if let Some(log) = &self.log
             && log.chain.as_deref() == Some("tampered")
@@ -609,7 +492,7 @@ impl Report {
             ))
         ));
         // Distinct paths; a folded entry stands for `folded` files of its directory.
-        let count = |op: crate::state::files::Op| {
+        let count = |op: Op| {
             let files = self
                 .files
                 .iter()
@@ -656,8 +539,12 @@ impl Report {
             .iter()
             .filter(|f| !not_a_file(f))
             .filter_map(|f| {
-                let what = format!("{:?}", f.op).to_lowercase();
-                Some(format!("{what} {} ({})", f.path, f.result.as_ref()?))
+                Some(format!(
+                    "{} {} ({})",
+                    f.op.as_str(),
+                    f.path,
+                    f.result.as_ref()?
+                ))
             })
             .collect();
         s.push_str(&format!(
@@ -674,41 +561,6 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
-        let escalations: Vec<String> = self
-            .files
-            .iter()
-            .filter(|f| f.escalation.is_some())
-            .map(|f| format!("{} ({})", landed(f), f.op.past()))
-            .collect();
-        if !escalations.is_empty() {
-            s.push_str(&format!(
-                "- **Escalation**: {}\n",
-                list_or_none(&escalations)
-            ));
-        }
-        let raced: Vec<String> = self
-            .files
-            .iter()
-            .filter(|f| f.raced)
-            .map(|f| format!("pid {} {}", f.pid, landed(f)))
-            .collect();
-        if !raced.is_empty() {
-            s.push_str(&format!(
-                "- **Names rewritten during a call**: {}\n",
-                list_or_none(&raced)
-            ));
-        }
-        if !self.mounts.is_empty() {
-            let shown: Vec<String> = self
-                .mounts
-                .iter()
-                .map(|m| format!("pid {} {}", m.pid, m.describe()))
-                .collect();
-            s.push_str(&format!(
-                "- **Mounts and namespaces**: {}\n",
-                list_or_none(&shown)
-            ));
-        }
         if !failed.is_empty() {
             s.push_str(&format!(
                 "- **Refused or failed**: {}\n",
@@ -757,13 +609,13 @@ impl Report {
                 .map(destination)
                 .collect()
         };
-        let reached = pick(&|n| n.op == "connect" && n.result == "ok");
-        let refused = pick(&|n| n.op == "connect" && n.result != "ok");
-        let left = pick(&|n| n.op == "listen" && n.listening_at_end == Some(true));
+        let reached = pick(&|n| n.op == NetOp::Connect && n.result == "ok");
+        let refused = pick(&|n| n.op == NetOp::Connect && n.result != "ok");
+        let left = pick(&|n| n.op == NetOp::Listen && n.listening_at_end == Some(true));
         let names: Vec<String> = self
             .network
             .iter()
-            .filter(|n| n.op == "dns")
+            .filter(|n| n.op == NetOp::Dns)
             .filter_map(|n| n.name.clone())
             .collect();
         format!(

@@ -1,4 +1,4 @@
 pub mod files;
-pub mod mounts;
 pub mod network;
 pub mod processes;
+pub mod session;

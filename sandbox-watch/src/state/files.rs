@@ -1,0 +1,323 @@
+//! What the traced processes read and changed: file events turned into report entries.
+//!
+//! Writes, creates, deletes, renames and credential reads are individual entries. Plain reads
+//! of one inode by one process are one entry with a `count` (the kernel already counts repeats
+//! without sending them; their number is added when the process exits or the capture ends).
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::{FileCount, FileHash, Op};
+
+/// Files larger than this are not hashed at the end (the entry says so).
+pub const HASH_LIMIT: u64 = 64 << 20;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub pid: u32,
+    pub op: Op,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub new_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fs: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub magic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dev: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ino: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub path_truncated: bool,
+    /// The open's flags (O_WRONLY|O_CREAT|…; O_RDONLY when none).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flags: Option<String>,
+    pub credential: bool,
+    #[serde(default)]
+    pub verified: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unverified_reason: Option<String>,
+    pub persistence: bool,
+    #[serde(default = "one")]
+    pub count: u64,
+    /// A folded entry (see `DETAILED_READS`): `path` is a directory, this many files in it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub folded: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_skipped: Option<String>,
+    /// An open that failed: the error's name (EACCES, EPERM, ENOENT, …). The path is then the
+    /// caller's, not the kernel's file (not verified).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        default,
+        deserialize_with = "crate::record::maybe_error_name"
+    )]
+    pub result: Option<String>,
+    /// A link created at `path`: what it points to (a symbolic link's target as given, or the
+    /// file a hard link shares), and which kind.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link: Option<String>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// The name of a -errno result: `EACCES`.
+pub fn errno_name(result: i32) -> String {
+    match nix::errno::Errno::from_raw(-result) {
+        nix::errno::Errno::UnknownErrno => format!("errno {}", -result),
+        e => format!("{e:?}"),
+    }
+}
+
+/// Open flags as people write them: `O_WRONLY|O_CREAT|O_TRUNC`.
+pub fn open_flags(flags: u32) -> String {
+    const NAMES: &[(u32, &str)] = &[
+        (0o100, "O_CREAT"),
+        (0o200, "O_EXCL"),
+        (0o1000, "O_TRUNC"),
+        (0o2000, "O_APPEND"),
+        (0o4000, "O_NONBLOCK"),
+        (0o200000, "O_DIRECTORY"),
+        (0o400000, "O_NOFOLLOW"),
+        (0o2000000, "O_CLOEXEC"),
+        (0o10000000, "O_PATH"),
+        (0o20200000, "O_TMPFILE"),
+    ];
+    let mut out = vec![match flags & 0o3 {
+        0 => "O_RDONLY",
+        1 => "O_WRONLY",
+        _ => "O_RDWR",
+    }];
+    for &(bit, name) in NAMES {
+        if flags & bit == bit && !(name == "O_DIRECTORY" && flags & 0o20200000 == 0o20200000) {
+            out.push(name);
+        }
+    }
+    out.join("|")
+}
+
+pub fn dev_string(dev: u32) -> String {
+    // The kernel's internal dev_t: 12 bits of major above 20 bits of minor.
+    format!("{}:{}", dev >> 20, dev & 0xfffff)
+}
+
+/// Plain reads kept as entries of their own. Past this many, a process's further plain reads
+/// are folded into one entry per directory (`folded`: how many files); the log still has each.
+/// This bounds the monitor's memory on captures of millions of distinct files.
+pub const DETAILED_READS: usize = 10_000;
+
+/// The file entries of a session, made from `file` and `file_failed` records, with the counts
+/// and hashes the end of the capture adds.
+#[derive(Default)]
+pub struct Files {
+    pub entries: Vec<FileEntry>,
+    /// Detailed plain reads: (process, dev, ino) → their entry.
+    reads: HashMap<(u64, String, u64), u32>,
+    /// Folded reads: (process, directory) → entry.
+    folds: HashMap<(u64, String), u32>,
+    detailed_reads: usize,
+    /// Failed operations kept: (pid, path, op, error) → entry.
+    failed: HashMap<(u32, String, Op, String), usize>,
+    /// `file_hash` records: path → (sha256, why not).
+    hashes: HashMap<String, (Option<String>, Option<String>)>,
+}
+
+/// What a `file` record did to the entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Added {
+    /// A new entry.
+    New(usize),
+    /// A plain read of an inode the process read before: counted in its entry (such a
+    /// record needs no line of its own; the `file_count` at the end has the total).
+    Repeat(usize),
+    /// Counted in its directory's folded entry.
+    Folded(usize),
+}
+
+impl Added {
+    pub fn index(self) -> usize {
+        match self {
+            Added::New(i) | Added::Repeat(i) | Added::Folded(i) => i,
+        }
+    }
+}
+
+impl Files {
+    /// A `file` record of the process `process` (the session's number for it: the same
+    /// across its execs, another for a reused pid).
+    pub fn file(&mut self, process: u64, e: &FileEntry) -> Added {
+        let plain_read = e.op == Op::Read && !e.credential && e.folded.is_none();
+        let key = match (&e.dev, e.ino) {
+            (Some(dev), Some(ino)) if plain_read => Some((process, dev.clone(), ino)),
+            _ => None,
+        };
+        if let Some(&i) = key.as_ref().and_then(|k| self.reads.get(k)) {
+            self.entries[i as usize].count += e.count;
+            return Added::Repeat(i as usize);
+        }
+        if plain_read && self.detailed_reads >= DETAILED_READS {
+            return Added::Folded(self.fold(process, e));
+        }
+        self.detailed_reads += usize::from(plain_read);
+        self.entries.push(e.clone());
+        let i = self.entries.len() - 1;
+        if let Some(k) = key {
+            self.reads.insert(k, i as u32);
+        }
+        Added::New(i)
+    }
+
+    /// Counts a plain read in its process's entry for the file's directory.
+    fn fold(&mut self, process: u64, entry: &FileEntry) -> usize {
+        let dir = match entry.path.rfind('/') {
+            Some(0) | None => "/".to_string(),
+            Some(i) => format!("{}/", &entry.path[..i]),
+        };
+        let key = (process, dir);
+        if let Some(&i) = self.folds.get(&key) {
+            let e = &mut self.entries[i as usize];
+            e.count += entry.count;
+            e.folded = Some(e.folded.unwrap_or(0) + 1);
+            return i as usize;
+        }
+        let mut folded = entry.clone();
+        folded.path = key.1.clone();
+        folded.ino = None;
+        folded.folded = Some(1);
+        self.entries.push(folded);
+        let i = self.entries.len() - 1;
+        self.folds.insert(key, i as u32);
+        i
+    }
+
+    /// A failed operation, counted with its repeats (same process, path, operation and error).
+    pub fn failed(&mut self, entry: &FileEntry) -> usize {
+        let key = (
+            entry.pid,
+            entry.path.clone(),
+            entry.op,
+            entry.result.clone().unwrap_or_default(),
+        );
+        if let Some(&i) = self.failed.get(&key) {
+            self.entries[i].count += entry.count;
+            return i;
+        }
+        self.entries.push(entry.clone());
+        let i = self.entries.len() - 1;
+        self.failed.insert(key, i);
+        i
+    }
+
+    /// A `file_count`: the entry's count with what the kernel counted (the newest entry of that
+    /// process, operation, path and inode).
+    pub fn count(&mut self, c: &FileCount) -> Option<usize> {
+        let i = self
+            .entries
+            .iter()
+            .rposition(|f| f.pid == c.pid && f.op == c.op && f.path == c.path && f.ino == c.ino)?;
+        self.entries[i].count = c.count;
+        Some(i)
+    }
+
+    /// A `file_hash`: what a written path held at the end.
+    pub fn hash(&mut self, h: &FileHash) {
+        self.hashes
+            .insert(h.path.clone(), (h.sha256.clone(), h.sha256_skipped.clone()));
+    }
+
+    /// The path an entry changed, whose content is hashed at the end: a write's or create's
+    /// path, a rename's new path (None for reads, deletes and failures).
+    pub fn written_path(e: &FileEntry) -> Option<&str> {
+        if e.result.is_some() {
+            return None;
+        }
+        match e.op {
+            Op::Write | Op::Create => Some(&e.path),
+            Op::Rename => e.new_path.as_deref(),
+            Op::Read | Op::Delete => None,
+        }
+    }
+
+    /// Every written path once, in the order of their first entry.
+    pub fn written_paths(&self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        self.entries
+            .iter()
+            .filter_map(Files::written_path)
+            .filter(|p| seen.insert(*p))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The entries as the report lists them: with the hashes of what they wrote.
+    pub fn report_entries(&self) -> Vec<FileEntry> {
+        let mut out = self.entries.clone();
+        for f in &mut out {
+            if let Some((sum, skipped)) = Files::written_path(f).and_then(|p| self.hashes.get(p)) {
+                (f.sha256, f.sha256_skipped) = (sum.clone(), skipped.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The sha256 of a file's content as it is now, or why there is none. Never through a
+/// symbolic link: one put there later names another file.
+pub fn hash_now(path: &str) -> (Option<String>, Option<String>) {
+    use sha2::Digest;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return (None, Some("gone at the end of the capture".into()));
+    };
+    if meta.file_type().is_symlink() {
+        let to = std::fs::read_link(path)
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        return (None, Some(format!("a symbolic link (to {to}) at the end")));
+    }
+    if !meta.is_file() {
+        return (None, Some("not a regular file".into()));
+    }
+    if meta.len() > HASH_LIMIT {
+        return (None, Some(format!("larger than {} MiB", HASH_LIMIT >> 20)));
+    }
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let nofollow = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    match nofollow {
+        Ok(mut f) => {
+            let mut h = sha2::Sha256::new();
+            match std::io::copy(&mut f, &mut h) {
+                Ok(_) => (Some(hex::encode(h.finalize())), None),
+                Err(e) => (None, Some(format!("unreadable: {e}"))),
+            }
+        }
+        Err(e) => (None, Some(format!("unreadable: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_read_like_c() {
+        assert_eq!(open_flags(0), "O_RDONLY");
+        assert_eq!(open_flags(0o1 | 0o100 | 0o1000), "O_WRONLY|O_CREAT|O_TRUNC");
+        assert_eq!(open_flags(0o2 | 0o2000000), "O_RDWR|O_CLOEXEC");
+        assert_eq!(open_flags(0o20200000 | 0o2), "O_RDWR|O_TMPFILE");
+    }
+
+    #[test]
+    fn devices_split_like_the_kernel() {
+        assert_eq!(dev_string((254 << 20) | 3), "254:3");
+        assert_eq!(dev_string(6), "0:6");
+    }
+}
