@@ -189,6 +189,9 @@ pub struct Exit {
 
 /// A failed file operation: an entry (refused or failed for a reason other than "not
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
+// An entry is built once per failed operation and moved into its record: boxing it would add
+// an allocation for nothing measurable.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum FileFailed {

@@ -35,6 +35,8 @@ use app::{Action, App};
 use pty::AgentIo;
 
 /// What the capture sends the TUI.
+// Records go through the channel by value, one move each: no box needed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
@@ -154,6 +156,7 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+#[allow(clippy::large_enum_variant)] // one per loop turn, moved once
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,
