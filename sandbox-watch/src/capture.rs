@@ -162,6 +162,34 @@ impl Capture {
         }
     }
 
+    /// Knows the rules' files that exist now by their inode (see `judge::identity`): every
+    /// open of a credential's inode is sent by the kernel from the start, whatever its path.
+    pub fn know_inodes(&mut self, roots: &crate::judge::identity::Roots) {
+        let inodes = crate::judge::identity::inodes(&self.classifier, roots);
+        let credentials: Vec<(u32, u64)> = inodes
+            .iter()
+            .filter(|(_, rule)| rule.credential)
+            .map(|(key, _)| *key)
+            .collect();
+        log::debug!(
+            "{} rule files known by their inode ({} credentials)",
+            inodes.len(),
+            credentials.len()
+        );
+        self.classifier.set_inodes(inodes);
+        for (dev, ino) in credentials {
+            self.always_report(dev, ino);
+        }
+    }
+
+    /// Makes the kernel send every open of this inode (a credential). Should its table be full,
+    /// the further opens are counted instead (as a plain read's): nothing is lost.
+    fn always_report(&mut self, dev: u32, ino: u64) {
+        if let Err(e) = self.probe.always_report(dev, ino) {
+            log::warn!("the kernel's table of credential inodes refused one: {e}");
+        }
+    }
+
     /// One record: through the session, then (unless the session says it adds nothing) to
     /// the evidence log, and as OCSF to `--ocsf` and to the TUI, both with the log's `seq`
     /// and `hash` so each event leads back to its line.
@@ -344,17 +372,20 @@ impl Capture {
                     tgid: h.tgid,
                     dev: open.dev,
                     ino: open.ino,
+                    start_ns: h.start_ns,
+                    generation: open.generation,
+                    _pad: 0,
+                    name_key: open.name_key,
                 };
                 let applied = self.emit(at, Record::File(entry));
                 if read && credential {
-                    // The kernel must report every further open of this inode.
-                    self.probe.always_report(key);
+                    // The kernel must send every further open of this inode.
+                    self.always_report(open.dev, open.ino);
                 }
-                if read
-                    && !credential
-                    && let Applied::File(Added::New(i) | Added::Folded(i)) = applied
-                {
-                    self.reads.track(h.tgid, h.start_ns, open.dev, open.ino, i);
+                if read && let Applied::File(Added::New(i) | Added::Folded(i)) = applied {
+                    // Opens the kernel counted before it was told to send them all are kept
+                    // under this key: collected like any plain read's.
+                    self.reads.track(key, i);
                 }
             }
             Event::Net(net) => {

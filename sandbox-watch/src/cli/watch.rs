@@ -7,7 +7,7 @@ use super::export::{self, Export};
 use super::outputs::{check_outputs, conclude, summary_option, summary_path};
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
-use crate::judge::{classify, netpolicy, redact};
+use crate::judge::{classify, identity, netpolicy, redact};
 use crate::kernel::probe::{Probe, ProbeOptions};
 use crate::launch::{container, target};
 use crate::output::{evidence, ocsf_out, otlp, report};
@@ -17,6 +17,8 @@ use crate::tui;
 /// What `prepare` opened before the agent starts.
 struct Prepared {
     classifier: classify::Classifier,
+    /// Where the rules' files are looked for at start (see `judge::identity`).
+    roots: identity::Roots,
     log: Option<evidence::LogWriter>,
     ocsf: Option<ocsf_out::OcsfWriter>,
 }
@@ -70,11 +72,26 @@ fn prepare(args: &CaptureArgs) -> Result<(Prepared, Option<Export>)> {
     Ok((
         Prepared {
             classifier,
+            roots: identity::Roots::new(&homes(), std::env::current_dir().ok().as_deref()),
             log,
             ocsf,
         },
         export,
     ))
+}
+
+/// Homes whose rule files are known by their inode: the caller's `$HOME`, the invoking
+/// user's under sudo, and root's.
+fn homes() -> Vec<std::path::PathBuf> {
+    let mut homes: Vec<std::path::PathBuf> = std::env::var_os("HOME")
+        .map(Into::into)
+        .into_iter()
+        .collect();
+    if let Ok(Some(user)) = target::agent_user(None) {
+        homes.push(user.home);
+    }
+    homes.push("/root".into());
+    homes
 }
 
 fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
@@ -120,9 +137,12 @@ pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
-    let (prepared, export) = prepare(&args.capture)?;
+    let (mut prepared, export) = prepare(&args.capture)?;
     let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
+    if let Some(u) = &user {
+        prepared.roots.add(&u.home);
+    }
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     if !(args.linger >= 0.0 && args.linger.is_finite()) {
         return Err(Usage(format!(
@@ -191,7 +211,10 @@ pub fn run(args: RunArgs) -> Result<u8> {
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
-    let (prepared, export) = prepare(&args.capture)?;
+    let (mut prepared, export) = prepare(&args.capture)?;
+    if let Ok(cwd) = std::fs::read_link(format!("/proc/{}/cwd", args.pid)) {
+        prepared.roots.add(&cwd);
+    }
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
@@ -295,6 +318,7 @@ fn resolved(rules: &[String]) -> Vec<String> {
 /// A capture with what `prepare` opened and the options every mode shares.
 fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs) -> Capture {
     let mut capture = Capture::new(mode, probe, prepared.classifier, prepared.log);
+    capture.know_inodes(&prepared.roots);
     capture.allow_net_resolved = resolved(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;

@@ -49,6 +49,9 @@ pub struct FileOpen {
     pub ino: u64,
     pub open_flags: u32,
     pub f_mode: u32,
+    /// `inode->i_generation`, and the key of the name used (see `ReadKey`).
+    pub generation: u32,
+    pub name_key: u64,
     pub path: String,
     pub path_truncated: bool,
 }
@@ -228,6 +231,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 ino: f.ino,
                 open_flags: f.open_flags,
                 f_mode: f.f_mode,
+                generation: f.generation,
+                name_key: f.name_key,
                 path: path_from_walk(path_bytes),
                 path_truncated: f.flags & common::PATH_TRUNCATED != 0,
             })

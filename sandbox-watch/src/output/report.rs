@@ -231,7 +231,18 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let mut credentials: Vec<&FileEntry> = parts.files.iter().filter(|f| f.credential).collect();
     credentials.sort_by_key(|f| f.op != Op::Read);
     for f in credentials {
-        let how = if f.verified {
+        let how = if let Some(rule) = &f.same_inode_as {
+            // Another path to a key the rules named at start: both paths, people look for either.
+            format!(
+                "the same file as {}, {}",
+                clean(rule),
+                if f.verified {
+                    "verified"
+                } else {
+                    "not verified"
+                }
+            )
+        } else if f.verified {
             format!("verified on {}", f.fs.as_deref().unwrap_or("?"))
         } else {
             format!(
@@ -321,7 +332,15 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
-            (None, None) => format!("pid {} {} {path}", f.pid, f.op.past()),
+            (None, None) => match &f.same_inode_as {
+                Some(rule) => format!(
+                    "pid {} {} {path} (the same file as {})",
+                    f.pid,
+                    f.op.past(),
+                    clean(rule)
+                ),
+                None => format!("pid {} {} {path}", f.pid, f.op.past()),
+            },
         };
         out.push(Violation {
             kind: ViolationKind::Persistence,

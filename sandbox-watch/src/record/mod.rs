@@ -194,6 +194,9 @@ pub struct Exit {
 
 /// A failed file operation: an entry (refused or failed for a reason other than "not
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
+// An entry is built once per failed operation and moved into its record: boxing it would add
+// an allocation for nothing measurable.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 // A record is made, applied and written one at a time: boxing the entry would only add an
