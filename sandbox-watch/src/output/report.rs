@@ -660,7 +660,8 @@ impl Report {
             return None;
         }
         // Commits grouped by repository and branch, in the order first seen.
-        let mut groups: Vec<((&str, Option<&str>), Vec<String>)> = Vec::new();
+        type Group<'a> = ((&'a str, Option<&'a str>), Vec<String>);
+        let mut groups: Vec<Group> = Vec::new();
         for c in &self.git.commits {
             let key = (c.repo.as_str(), c.branch.as_deref());
             let subject = c

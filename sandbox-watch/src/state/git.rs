@@ -95,9 +95,10 @@ pub fn subcommand(p: &ProcessEntry) -> Option<&str> {
 /// A ref file a commit moves: (git dir, branch or None for HEAD).
 fn ref_of(path: &str) -> Option<(&str, Option<&str>)> {
     if let Some(at) = path.find("/refs/heads/") {
-        let branch = &path[at + "/refs/heads/".len()..];
-        return (!branch.is_empty() && !branch.ends_with(".lock"))
-            .then_some((&path[..at], Some(branch)));
+        let (gitdir, branch) = (&path[..at], &path[at + "/refs/heads/".len()..]);
+        // `.git/logs/refs/heads/main` is the reflog (appended in place), not the ref.
+        return (!branch.is_empty() && !branch.ends_with(".lock") && !gitdir.ends_with("/logs"))
+            .then_some((gitdir, Some(branch)));
     }
     let gitdir = path.strip_suffix("/HEAD")?;
     gitdir.ends_with(".git").then_some((gitdir, None))
@@ -140,7 +141,7 @@ pub fn reflog_path(ref_path: &str) -> Option<String> {
 
 /// The latest program run by `pid` (pids can be reused: the last exec is the one a later
 /// event is about).
-fn latest<'a>(processes: &'a [ProcessEntry], pid: u32) -> Option<&'a ProcessEntry> {
+fn latest(processes: &[ProcessEntry], pid: u32) -> Option<&ProcessEntry> {
     processes
         .iter()
         .rev()
@@ -149,7 +150,7 @@ fn latest<'a>(processes: &'a [ProcessEntry], pid: u32) -> Option<&'a ProcessEntr
 
 /// The git command a process belongs to: its own, or its nearest git ancestor's (hooks and
 /// helpers run below it).
-fn git_command<'a>(processes: &'a [ProcessEntry], pid: u32) -> Option<(&'a ProcessEntry, &'a str)> {
+fn git_command(processes: &[ProcessEntry], pid: u32) -> Option<(&ProcessEntry, &str)> {
     let mut at = pid;
     for _ in 0..4 {
         let p = latest(processes, at).or_else(|| processes.iter().rev().find(|p| p.pid == at))?;
@@ -367,6 +368,7 @@ mod tests {
         assert_eq!(ref_of("/w/app/.git/HEAD"), Some(("/w/app/.git", None)));
         assert_eq!(ref_of("/w/app/.git/refs/heads/main.lock"), None);
         assert_eq!(ref_of("/w/app/HEAD"), None);
+        assert_eq!(ref_of("/w/app/.git/logs/refs/heads/main"), None);
         assert_eq!(
             reflog_path("/w/app/.git/refs/heads/main").as_deref(),
             Some("/w/app/.git/logs/refs/heads/main")

@@ -114,7 +114,7 @@ fn deb_version(argv: &[String], name: &str) -> Option<String> {
     })
 }
 
-fn latest<'a>(processes: &'a [ProcessEntry], pid: u32) -> Option<&'a ProcessEntry> {
+fn latest(processes: &[ProcessEntry], pid: u32) -> Option<&ProcessEntry> {
     processes
         .iter()
         .rev()
