@@ -548,6 +548,20 @@ impl Capture {
             };
             self.emit(end_ns, Record::FileHash(h));
         }
+        // Git refs moved and package manifests made: what they held at the end.
+        let files = &self.session.files.entries;
+        let refs = crate::state::git::updated_refs(files);
+        let manifests = crate::state::packages::manifests(files);
+        for (path, updates) in refs {
+            let (r, redacted) = crate::state::git::read_ref(&path, updates);
+            self.redactions += redacted as u64;
+            self.emit(end_ns, Record::GitRef(r));
+        }
+        for path in manifests {
+            let (m, redacted) = crate::state::packages::read_meta(&path);
+            self.redactions += redacted as u64;
+            self.emit(end_ns, Record::PackageMeta(m));
+        }
         let listening: Vec<Listening> = self
             .session
             .network

@@ -183,7 +183,8 @@ fn setup() -> anyhow::Result<()> {
     }
 
     // Debian packages: clang + libbpf headers + bpftool for the C shim; runc and a static
-    // busybox for the container tests; strace for the cross-check test.
+    // busybox for the container tests; strace for the cross-check test; pip, venv and npm for
+    // the package tests.
     let missing: Vec<&str> = [
         ("clang", have("clang")),
         (
@@ -201,6 +202,10 @@ fn setup() -> anyhow::Result<()> {
         ("git", have("git")),
         ("tmux", have("tmux")),
         ("openssl", have("openssl")),
+        // The package tests: a venv with pip, npm.
+        ("python3-pip", crate::installed("python3-pip")),
+        ("python3-venv", crate::installed("python3-venv")),
+        ("npm", have("npm")),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)

@@ -310,6 +310,34 @@ pub fn hash_now(path: &str) -> (Option<String>, Option<String>) {
     }
 }
 
+/// Up to `limit` bytes of a file as it is now (the last `limit` when `tail`), never through a
+/// symbolic link; or why not.
+pub fn read_now(path: &str, limit: u64, tail: bool) -> Result<Vec<u8>, String> {
+    use std::io::{Read as _, Seek as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "gone at the end of the capture".to_string(),
+            _ => format!("unreadable: {e}"),
+        })?;
+    let meta = f.metadata().map_err(|e| format!("unreadable: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if tail && meta.len() > limit {
+        f.seek(std::io::SeekFrom::Start(meta.len() - limit))
+            .map_err(|e| format!("unreadable: {e}"))?;
+    }
+    let mut out = Vec::new();
+    f.take(limit)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("unreadable: {e}"))?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
