@@ -3,27 +3,32 @@
 use std::time::Duration;
 
 use super::args::{AttachArgs, CaptureArgs, ContainerArgs, RunArgs};
+use super::export::{self, Export};
 use super::outputs::{
     check_outputs, conclude, status, summary_option, summary_path, write_outputs,
 };
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
-use crate::judge::{classify, netpolicy, redact};
+use crate::judge::{classify, identity, netpolicy, redact};
 use crate::kernel::probe::{Probe, ProbeOptions};
 use crate::launch::{container, target};
-use crate::output::{evidence, ocsf_out, report};
+use crate::output::{evidence, ocsf_out, otlp, report};
 use crate::state::processes;
 use crate::tui;
 
 /// What `prepare` opened before the agent starts.
 struct Prepared {
     classifier: classify::Classifier,
+    /// Where the rules' files are looked for at start (see `judge::identity`).
+    roots: identity::Roots,
     log: Option<evidence::LogWriter>,
     ocsf: Option<ocsf_out::OcsfWriter>,
 }
 
-/// Checks the options every capture shares and opens the log, before anything starts.
-fn prepare(args: &CaptureArgs) -> Result<Prepared> {
+/// Checks the options every capture shares and opens the log, before anything starts; with
+/// `--otlp`, also starts sending the log as it is written.
+fn prepare(args: &CaptureArgs) -> Result<(Prepared, Option<Export>)> {
+    let otlp = export::config(args)?;
     let mut globs = args.credentials.clone();
     if let Some(path) = &args.credentials_file {
         let text = std::fs::read_to_string(path)
@@ -45,7 +50,11 @@ fn prepare(args: &CaptureArgs) -> Result<Prepared> {
         ),
         ("--ocsf", args.ocsf.as_deref()),
     ])?;
-    let log = match &args.log {
+    let spool = match (&otlp, &args.log) {
+        (Some(_), None) => Some(export::spool_path(args)?),
+        _ => None,
+    };
+    let log = match args.log.as_ref().or(spool.as_ref()) {
         Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
         None => None,
     };
@@ -53,11 +62,38 @@ fn prepare(args: &CaptureArgs) -> Result<Prepared> {
         Some(path) => Some(ocsf_out::OcsfWriter::create(path, args.force)?),
         None => None,
     };
-    Ok(Prepared {
-        classifier,
-        log,
-        ocsf,
-    })
+    let export = match (otlp, &log) {
+        (Some(config), Some(log)) => Some(export::start(
+            config,
+            log,
+            spool.is_some(),
+            args.otlp_timeout,
+        )?),
+        _ => None,
+    };
+    Ok((
+        Prepared {
+            classifier,
+            roots: identity::Roots::new(&homes(), std::env::current_dir().ok().as_deref()),
+            log,
+            ocsf,
+        },
+        export,
+    ))
+}
+
+/// Homes whose rule files are known by their inode: the caller's `$HOME`, the invoking
+/// user's under sudo, and root's.
+fn homes() -> Vec<std::path::PathBuf> {
+    let mut homes: Vec<std::path::PathBuf> = std::env::var_os("HOME")
+        .map(Into::into)
+        .into_iter()
+        .collect();
+    if let Ok(Some(user)) = target::agent_user(None) {
+        homes.push(user.home);
+    }
+    homes.push("/root".into());
+    homes
 }
 
 fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
@@ -103,9 +139,12 @@ pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let (mut prepared, export) = prepare(&args.capture)?;
     let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
+    if let Some(u) = &user {
+        prepared.roots.add(&u.home);
+    }
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     if !(args.linger >= 0.0 && args.linger.is_finite()) {
         return Err(Usage(format!(
@@ -124,12 +163,17 @@ pub fn run(args: RunArgs) -> Result<u8> {
         }
         false => (None, None),
     };
-    // No other thread exists yet: the fork is safe.
-    let child = target::fork_gated(&program, &args.command, user, terminal)?;
+    // With --otlp, the collector's credentials stay with the monitor.
+    let withhold = match export {
+        Some(_) => otlp::config::CREDENTIAL_VARS,
+        None => &[],
+    };
+    let child = target::fork_gated(&program, &args.command, user, withhold, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
     let mut capture = new_capture(
         Mode::Run {
-            command: redact::redact_argv(&args.command).0,
+            // Recorded as the kernel's argv is: bytes that are not UTF-8 escaped, then redacted.
+            command: redact::redact_argv(&recorded_argv(&args.command)).0,
             pid: child.pid.as_raw() as u32,
         },
         probe,
@@ -158,26 +202,21 @@ pub fn run(args: RunArgs) -> Result<u8> {
         pane,
         agent: Some(pid),
     });
-    let (report, written) = drive(&rt, capture, ring, ends, screen, &args.capture.out)?;
+    let ended = drive(&rt, capture, ring, ends, screen, export, &args.capture.out)?;
+    let report = &ended.report;
     let agent_code = match (report.exit.code, report.exit.signal) {
         (Some(c), _) => c as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 0,
     };
-    end(&args.capture.out, &report, written, agent_code)
-}
-
-/// Writes the outputs unless the TUI did when the capture ended; the exit status.
-fn end(out: &super::args::Outputs, report: &report::Report, written: bool, code: u8) -> Result<u8> {
-    if written {
-        Ok(status(out, report, code))
-    } else {
-        conclude(out, report, code)
-    }
+    ended.end(&args.capture.out, agent_code)
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let (mut prepared, export) = prepare(&args.capture)?;
+    if let Ok(cwd) = std::fs::read_link(format!("/proc/{}/cwd", args.pid)) {
+        prepared.roots.add(&cwd);
+    }
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
@@ -218,11 +257,11 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
-    watch_target(&args.capture, capture, ring, true, None)
+    watch_target(&args.capture, capture, ring, true, None, export)
 }
 
 pub fn container(args: ContainerArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let (prepared, export) = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let mut options = probe_options(&args.capture);
@@ -245,7 +284,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     capture.agent_netns = ns;
     capture.agent_pid = agent_pid;
     capture.existing = inside;
-    watch_target(&args.capture, capture, ring, false, Some(c))
+    watch_target(&args.capture, capture, ring, false, Some(c), export)
 }
 
 /// The addresses the host rules of `--allow-net` resolve to now (best effort), as rules: a
@@ -281,6 +320,7 @@ fn resolved(rules: &[String]) -> Vec<String> {
 /// A capture with what `prepare` opened and the options every mode shares.
 fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs) -> Capture {
     let mut capture = Capture::new(mode, probe, prepared.classifier, prepared.log);
+    capture.know_inodes(&prepared.roots);
     capture.allow_net_resolved = resolved(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;
@@ -321,6 +361,7 @@ fn watch_target(
     ring: aya::maps::RingBuf<aya::maps::MapData>,
     when_empty: bool,
     container: Option<container::Container>,
+    export: Option<Export>,
 ) -> Result<u8> {
     let ends = Ends {
         agent: None,
@@ -334,8 +375,7 @@ fn watch_target(
         pane: None,
         agent: None,
     });
-    let (report, written) = drive(&runtime()?, capture, ring, ends, screen, &args.out)?;
-    end(&args.out, &report, written, 0)
+    drive(&runtime()?, capture, ring, ends, screen, export, &args.out)?.end(&args.out, 0)
 }
 
 /// What the TUI shows besides the records: the agent's terminal (run mode).
@@ -357,19 +397,26 @@ pub(super) fn tui_options(replay: bool) -> tui::Options {
 /// the capture (and, unless the user chose to leave it running, stops the agent).
 /// With the TUI, the report and summary are written as soon as the capture ends (the screen
 /// stays), and SIGHUP, SIGTERM or SIGINT end the capture (if it still runs) and the TUI;
-/// the report says whether they were written (true) or are the caller's to write.
+/// with `--otlp`, they are written once the export has finished, and carry it.
 fn drive(
     rt: &tokio::runtime::Runtime,
     mut capture: Capture,
     ring: aya::maps::RingBuf<aya::maps::MapData>,
     mut ends: Ends,
     screen: Option<Screen>,
+    export: Option<Export>,
     out: &super::args::Outputs,
-) -> anyhow::Result<(report::Report, bool)> {
+) -> anyhow::Result<Ended> {
     let Some(screen) = screen else {
         capture.log_start();
         rt.block_on(capture.watch(ring, ends))?;
-        return Ok((capture.finish(), false));
+        let mut report = capture.finish();
+        let exported = export::finish(export, &mut report);
+        return Ok(Ended {
+            report,
+            exported,
+            written: false,
+        });
     };
     let signals = {
         use tokio::signal::unix::{SignalKind, signal};
@@ -394,16 +441,28 @@ fn drive(
     rt.block_on(async move {
         let capturing = async {
             let watched = capture.watch(ring, ends).await;
-            let report = capture.finish();
+            let mut report = capture.finish();
+            // The export's wait for the collector (up to --otlp-timeout) off this thread: the
+            // TUI keeps answering meanwhile.
+            let (report, exported) = tokio::task::spawn_blocking(move || {
+                let exported = export::finish(export, &mut report);
+                (report, exported)
+            })
+            .await
+            .expect("the export's end does not panic");
             // At once, the screen still up: nothing that ends the TUI later can lose them.
-            let written = write_outputs(out, &report);
+            let written = write_outputs(out, &report, exported.as_ref());
             let reason = match &written {
                 Ok(()) => capture.ended_by.clone(),
                 Err(e) => format!("{}; writing the report failed: {e}", capture.ended_by),
             };
             let _ = done.send(());
             let _ = feed.send(tui::Feed::Ended { reason }).await;
-            watched.and(written).map(|_| report)
+            watched.and(written).map(|_| Ended {
+                report,
+                exported,
+                written: true,
+            })
         };
         let showing = async {
             let [mut hup, mut term, mut int] = signals;
@@ -443,11 +502,40 @@ fn drive(
             let _ = stop.send(());
             quit
         };
-        let (report, quit) = tokio::join!(capturing, showing);
-        let report = report?;
+        let (ended, quit) = tokio::join!(capturing, showing);
+        let ended = ended?;
         if let Err(e) = quit {
             eprintln!("sandbox-watch: the terminal: {e} (the report and summary were written)");
         }
-        Ok((report, true))
+        Ok(ended)
     })
+}
+
+/// A capture that ended: its report, where its export stands, and whether the outputs were
+/// written already (by the TUI, when the capture ended).
+struct Ended {
+    report: report::Report,
+    exported: Option<otlp::Status>,
+    written: bool,
+}
+
+impl Ended {
+    /// Writes the outputs unless the TUI did; the exit status.
+    fn end(&self, out: &super::args::Outputs, code: u8) -> Result<u8> {
+        let exported = self.exported.as_ref();
+        if self.written {
+            Ok(status(out, &self.report, exported, code))
+        } else {
+            conclude(out, &self.report, exported, code)
+        }
+    }
+}
+
+/// An argv as the record keeps it: each argument's bytes, `\xNN` where they are not UTF-8 (as
+/// the decoder writes the kernel's argv).
+fn recorded_argv(argv: &[std::ffi::OsString]) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    argv.iter()
+        .map(|a| crate::kernel::decode::escape(a.as_bytes()))
+        .collect()
 }

@@ -659,7 +659,10 @@ fn build_row(
                     ViolationKind::Outside | ViolationKind::Network | ViolationKind::Credential,
                 ) => theme.bad(),
                 AlertKind::Violation(
-                    ViolationKind::Persistence | ViolationKind::Lost | ViolationKind::Leftover,
+                    ViolationKind::Persistence
+                    | ViolationKind::Lost
+                    | ViolationKind::Leftover
+                    | ViolationKind::Export,
                 ) => theme.warn(),
                 AlertKind::Gap => Style::new(),
             };
