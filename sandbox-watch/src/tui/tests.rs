@@ -1094,3 +1094,22 @@ fn targets_and_violation_kinds() {
         Action::Quit(Quit::Normal)
     );
 }
+
+#[test]
+fn a_long_path_in_an_alert_keeps_its_names() {
+    let summary = "pid 13511 read credential \
+                   /work/wt/agent/target/agent-sessions/sw-agent-btUxwf/home/.ssh/id_rsa";
+    // Cut at the end, the line would lose the file's name: the middle of the path goes instead.
+    assert_eq!(
+        ui::head_keeping_names(summary, 68),
+        "pid 13511 read credential …/.ssh/id_rsa"
+    );
+    assert_eq!(ui::head_keeping_names(summary, 200), summary);
+    // The longest path first; a URL, quotes and punctuation stay as they are.
+    assert_eq!(
+        ui::head_keeping_names("`cat /a/b/c/d/e/f/key`, /x/y/z, http://h:1/a/b/c/d", 45),
+        "`cat …/f/key`, /x/y/z, http://h:1/a/b/c/d"
+    );
+    // Still too long: cut at the end.
+    assert_eq!(ui::head_keeping_names("/a/b/c/d/eeeeeeee", 8), "…/d/eee…");
+}
