@@ -210,9 +210,6 @@ pub struct Exit {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
-// A record is made, applied and written one at a time: boxing the entry would only add an
-// allocation to each.
-#[allow(clippy::large_enum_variant)]
 pub enum FileFailed {
     Entry(FileEntry),
     Missing(Missing),
