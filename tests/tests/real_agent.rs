@@ -277,6 +277,7 @@ fn session_checks(c: &mut Checks, s: &Session, cap: &Capture) {
             .any(|v| v["pid"] == cat && v["summary"].as_str().unwrap_or("").contains(&key)),
         || format!("{:#?}", cap.violations("credential")),
     );
+    key_first_checks(c, cap, &key);
     let bashrc = home(".bashrc");
     let bashrc_shell = shells.get(
         bash.iter()
@@ -575,6 +576,48 @@ fn environ_checks(c: &mut Checks, cap: &Capture) {
     );
 }
 
+/// Issue 16: the key read is at the top of the findings. Only the processes that ran in
+/// another network namespace (the README's rank 1) may come before it; every other credential
+/// finding, the grouped environ reads, persistence and leftovers come after it.
+fn key_first_checks(c: &mut Checks, cap: &Capture, key: &str) {
+    let all = cap.report["violations"].as_array().expect("violations");
+    let is_key =
+        |v: &Value| v["kind"] == "credential" && v["summary"].as_str().unwrap_or("").contains(key);
+    let at = all.iter().position(is_key);
+    let ran_outside = |v: &Value| {
+        v["kind"] == "outside"
+            && v["summary"]
+                .as_str()
+                .unwrap_or("")
+                .contains(" ran in net namespace ")
+    };
+    c.check(
+        "the ~/.ssh/id_rsa read is the first finding after the processes that ran outside \
+         (nothing else, no environ read, before it)",
+        at.is_some_and(|i| all[..i].iter().all(ran_outside)),
+        || {
+            format!(
+                "at {at:?} of {}: {:#?}",
+                all.len(),
+                all.iter()
+                    .take(at.unwrap_or(5) + 1)
+                    .map(|v| format!("{} {}", v["kind"], v["summary"]))
+                    .collect::<Vec<_>>()
+            )
+        },
+    );
+    let environ_at = all.iter().position(|v| v["subject"] == "environ");
+    c.check(
+        "every grouped environ finding comes after the key read",
+        match (at, environ_at) {
+            (Some(k), Some(e)) => k < e,
+            (Some(_), None) => true,
+            _ => false,
+        },
+        || format!("key at {at:?}, first environ finding at {environ_at:?}"),
+    );
+}
+
 fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     let t = Instant::now();
     let v = f();
@@ -739,6 +782,7 @@ fn claude_code_inside_the_tui() {
             .any(|v| v["summary"].as_str().unwrap_or("").contains(&key)),
         || format!("{:#?}", cap.violations("credential")),
     );
+    key_first_checks(&mut c, cap, &key);
     environ_checks(&mut c, cap);
     eprintln!(
         "screen at the end:\n{}\nAlerts:\n{}",
@@ -845,6 +889,7 @@ fn codex_in_its_own_sandbox() {
             }),
         || format!("cat {cat:#?}\n{:#?}", cap.violations("credential")),
     );
+    key_first_checks(&mut c, &cap, &key);
     let bashrc = s.home.join(".bashrc").display().to_string();
     let files = r["files"].as_array().unwrap();
     let at_bashrc: Vec<&Value> = files
