@@ -154,6 +154,36 @@ SW_INLINE void *sw_task_fd_file(void *task, u32 fd)
 	return file;
 }
 
+// Which standard stream a write to `fd` went to: 1 or 2 when `fd` is 1 or 2; for another
+// descriptor, 1 or 2 when its file is the same inode as fd 1's or fd 2's (a dup of it, or
+// /dev/stdout opened again: the same pipe, terminal or file), from the task's file table; 0
+// otherwise. Read at the write's exit: a racing thread of the task may have changed the table
+// since the kernel wrote (a dup2 onto 1), and then the table's answer wins.
+SW_INLINE u32 sw_task_std_stream(void *task, u32 fd)
+{
+	if (fd == 1 || fd == 2)
+		return fd;
+	struct fdtable *fdt = BPF_CORE_READ((struct task_struct *)task, files, fdt);
+	if (!fdt)
+		return 0;
+	u32 max = BPF_CORE_READ(fdt, max_fds);
+	if (fd >= max || max < 3)
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = NULL, *out = NULL, *err = NULL;
+	bpf_core_read(&file, sizeof(file), &fds[fd]);
+	if (!file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	bpf_core_read(&out, sizeof(out), &fds[1]);
+	if (out && BPF_CORE_READ(out, f_inode) == inode)
+		return 1;
+	bpf_core_read(&err, sizeof(err), &fds[2]);
+	if (err && BPF_CORE_READ(err, f_inode) == inode)
+		return 2;
+	return 0;
+}
+
 SW_INLINE u64 sw_file_magic(void *file)
 {
 	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);
