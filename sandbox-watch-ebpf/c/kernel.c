@@ -184,6 +184,31 @@ SW_INLINE u32 sw_task_std_stream(void *task, u32 fd)
 	return 0;
 }
 
+// The inode behind a descriptor of the task, or NULL.
+SW_INLINE void *sw_task_fd_inode(void *task, u32 fd)
+{
+	struct file *file = sw_task_fd_file(task, fd);
+	return file ? BPF_CORE_READ(file, f_inode) : NULL;
+}
+
+// Which of the program's streams a write to `fd` went to, given the inodes its fd 1 and 2 had
+// at its exec: the file written now is that stdout's (1) or that stderr's (2) inode, or
+// neither (0). A shell's `printf x >&2` writes to fd 1 while fd 1 is a dup of fd 2: stderr.
+// When stdout and stderr are one inode (2>&1), the fd number decides.
+SW_INLINE u32 sw_task_stream_of(void *task, u32 fd, void *out, void *err)
+{
+	void *inode = sw_task_fd_inode(task, fd);
+	if (!inode)
+		return 0;
+	if (inode == out && inode == err)
+		return fd == 2 ? 2 : 1;
+	if (inode == out)
+		return 1;
+	if (inode == err)
+		return 2;
+	return 0;
+}
+
 SW_INLINE u64 sw_file_magic(void *file)
 {
 	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);

@@ -17,7 +17,7 @@ fn sha(bytes: &[u8]) -> String {
 fn script(file: &str) -> String {
     format!(
         "printf 'OUT-MARK-1\\n'; printf 'ERR-MARK-2\\n' >&2
-         python3 -c 'import os; os.write(1, bytes(range(256)) * 400)'
+         /usr/bin/python3 -c 'import os; os.write(1, bytes(range(256)) * 400)'
          sh -c 'printf FILE-MARK-3' > {file}
          printf 'OUT-END-4\\n'"
     )
@@ -49,7 +49,7 @@ fn what_each_program_printed_is_counted_and_hashed_as_printed() {
     // per program run. The whole of stdout is the two joined, as the tee saw it.
     let sh_out = stream(&r, &["sh", "-c", &s], "stdout");
     let py = [
-        "python3",
+        "/usr/bin/python3",
         "-c",
         "import os; os.write(1, bytes(range(256)) * 400)",
     ];

@@ -1,8 +1,10 @@
 //! Output: what traced processes write to their stdout and stderr.
 //!
 //! - `sys_exit_write`, `sys_exit_pwrite64`: for a traced task, a write that wrote (`ret > 0`)
-//!   to the open file at its fd 1 or 2 (`sw_task_std_stream`: the task's file table, so a
-//!   `dup(1)`, or `/dev/stdout` opened again, is stdout too) is sent in chunks of `OUTPUT_CHUNK` bytes, `ret` bytes in all (the
+//!   to the program's stdout or stderr, as its exec gave them (the inodes at fd 1 and 2 then,
+//!   `STREAMS`; compared with the file the fd names in the task's file table now, so a
+//!   `dup(1)`, `/dev/stdout` opened again, or a shell's `printf x >&2` go where the bytes
+//!   went) is sent in chunks of `OUTPUT_CHUNK` bytes, `ret` bytes in all (the
 //!   count the kernel returned), up to `OUTPUT_CHUNKS` chunks; a chunk the ring cannot take,
 //!   and every chunk past the limit, is counted in `DROPS[output]`.
 //! - `sys_exit_writev`, `pwritev`, `pwritev2`, `sendfile64`, `splice`, `copy_file_range`,
@@ -16,7 +18,10 @@
 //! copied them: another thread of the process can change the buffer in between, so what is
 //! sent is what the buffer held at the exit, not necessarily what the kernel wrote. The count
 //! (`ret`) is the kernel's own.
-use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::TracePointContext};
+use aya_ebpf::{
+    helpers::generated::bpf_probe_read_user, macros::map, maps::LruHashMap,
+    programs::TracePointContext,
+};
 use sandbox_watch_common::{
     EventKind, OUTPUT_CHUNK, OUTPUT_CHUNKS, OUTPUT_CUT, OUTPUT_NOT_CARRIED, OUTPUT_READ_FAILED,
     OUTPUT_VIA_COPY_FILE_RANGE, OUTPUT_VIA_PWRITE64, OUTPUT_VIA_PWRITEV, OUTPUT_VIA_PWRITEV2,
@@ -31,6 +36,34 @@ use crate::{
 };
 
 const FIXED: usize = core::mem::size_of::<OutputEvent>();
+
+/// A program's standard streams as its exec gave them: the inodes at fd 1 and 2.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Streams {
+    start_ns: u64,
+    out: u64,
+    err: u64,
+}
+
+/// By tgid, set at each traced exec (an LRU: no exit hook needed; `start_ns` tells a reused
+/// pid). A process with none (a fork's child before it execs, a process traced after its
+/// exec) is judged by the fd number and the file table alone (`sw_task_std_stream`).
+#[map]
+static STREAMS: LruHashMap<u32, Streams> = LruHashMap::with_max_entries(65536, 0);
+
+/// At a traced exec: the program's stdout and stderr.
+#[inline(always)]
+pub fn remember_streams(task: Ptr, tgid: u32, start_ns: u64) {
+    let s = unsafe {
+        Streams {
+            start_ns,
+            out: sw_task_fd_inode(task, 1) as u64,
+            err: sw_task_fd_inode(task, 2) as u64,
+        }
+    };
+    let _ = STREAMS.insert(tgid, s, 0);
+}
 
 syscall_programs! {
     sys_exit_write(ctx) => { carried(&ctx, OUTPUT_VIA_WRITE); 0 };
@@ -61,7 +94,13 @@ fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, u
     unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let fd = a[fd_arg & 3] as u32;
     let task = current_task();
-    let stream = unsafe { sw_task_std_stream(task, fd) };
+    let start_ns = unsafe { sw_task_start_ns(task) };
+    let stream = match unsafe { STREAMS.get(tgid) } {
+        Some(s) if s.start_ns == start_ns => unsafe {
+            sw_task_stream_of(task, fd, s.out as Ptr, s.err as Ptr)
+        },
+        _ => unsafe { sw_task_std_stream(task, fd) },
+    };
     if stream == 0 {
         return None;
     }
@@ -71,7 +110,7 @@ fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, u
     };
     let ev = unsafe { &mut *base.cast::<OutputEvent>() };
     *ev = OutputEvent {
-        header: header(EventKind::Output, tgid, unsafe { sw_task_start_ns(task) }),
+        header: header(EventKind::Output, tgid, start_ns),
         stream,
         fd,
         ret: ret as u64,
