@@ -46,11 +46,13 @@ pub enum EventKind {
     OpenFailed = 8,
     /// A symbolic or hard link made: the target, then the new name.
     Link = 9,
+    /// Bytes a traced process wrote to its stdout or stderr (one chunk of one write).
+    Output = 45,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -60,6 +62,7 @@ impl EventKind {
         Self::Net,
         Self::OpenFailed,
         Self::Link,
+        Self::Output,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -73,6 +76,7 @@ impl EventKind {
             7 => Self::Net,
             8 => Self::OpenFailed,
             9 => Self::Link,
+            45 => Self::Output,
             _ => return None,
         })
     }
@@ -88,6 +92,7 @@ impl EventKind {
             Self::Net => "net",
             Self::OpenFailed => "open_failed",
             Self::Link => "link",
+            Self::Output => "output",
         }
     }
 
@@ -104,6 +109,7 @@ impl EventKind {
             Self::Net => core::mem::size_of::<NetEvent>(),
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
             Self::Link => core::mem::size_of::<FileEvent>(),
+            Self::Output => core::mem::size_of::<OutputEvent>(),
         }
     }
 }
@@ -153,7 +159,8 @@ const _: () = {
             | EventKind::Rename
             | EventKind::Net
             | EventKind::OpenFailed
-            | EventKind::Link => 9,
+            | EventKind::Link
+            | EventKind::Output => 10,
         }
     }
     assert!(
@@ -345,6 +352,56 @@ pub struct NetEvent {
     pub sock: u64,
 }
 
+/// Which stream an [`OutputEvent`] is of.
+pub const OUTPUT_STDOUT: u32 = 1;
+pub const OUTPUT_STDERR: u32 = 2;
+/// Bytes of a write carried by one [`OutputEvent`]; a longer write is sent in chunks.
+pub const OUTPUT_CHUNK: usize = 16 * 1024;
+/// Chunks sent of one write (`OUTPUT_CHUNK * OUTPUT_CHUNKS` bytes); the rest of a longer write
+/// is counted in the kernel's drop counter for `output`, and the stream's hash is not made.
+pub const OUTPUT_CHUNKS: usize = 16;
+/// In [`OutputEvent::flags`]: the chunk's bytes could not be read from the caller's buffer.
+pub const OUTPUT_READ_FAILED: u32 = 1 << 0;
+/// In [`OutputEvent::flags`]: a write the probe counts but does not carry (writev, pwritev,
+/// sendfile, splice): `ret` bytes went to the stream, `len` is 0.
+pub const OUTPUT_NOT_CARRIED: u32 = 1 << 1;
+/// In [`OutputEvent::flags`]: chunks after this one were not sent (`OUTPUT_CHUNKS` reached).
+pub const OUTPUT_CUT: u32 = 1 << 2;
+
+/// [`OutputEvent::via`]: the syscall that wrote (only write and pwrite64 are carried).
+pub const OUTPUT_VIA_WRITE: u32 = 1;
+pub const OUTPUT_VIA_PWRITE64: u32 = 2;
+pub const OUTPUT_VIA_WRITEV: u32 = 3;
+pub const OUTPUT_VIA_PWRITEV: u32 = 4;
+pub const OUTPUT_VIA_PWRITEV2: u32 = 5;
+pub const OUTPUT_VIA_SENDFILE: u32 = 6;
+pub const OUTPUT_VIA_SPLICE: u32 = 7;
+pub const OUTPUT_VIA_COPY_FILE_RANGE: u32 = 8;
+pub const OUTPUT_VIA_TEE: u32 = 9;
+pub const OUTPUT_VIA_VMSPLICE: u32 = 10;
+
+/// Part of what a traced process wrote to its stdout or stderr, read at the write syscall's
+/// exit. Tail: `len` bytes, the write's bytes from `offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OutputEvent {
+    pub header: EventHeader,
+    /// `OUTPUT_STDOUT` or `OUTPUT_STDERR`: the open file written is the one at fd 1 or 2 of
+    /// the task (from its file table, not from the fd number alone).
+    pub stream: u32,
+    /// The descriptor the caller wrote to.
+    pub fd: u32,
+    /// What the syscall returned: the bytes the kernel wrote (the whole write).
+    pub ret: u64,
+    /// Where this chunk starts in that write.
+    pub offset: u64,
+    pub len: u32,
+    pub flags: u32,
+    /// The syscall that wrote: one of `OUTPUT_VIA_*`.
+    pub via: u32,
+    pub _pad: u32,
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -394,4 +451,5 @@ mod user {
     unsafe impl aya::Pod for ReadKey {}
     unsafe impl aya::Pod for InodeKey {}
     unsafe impl aya::Pod for NetEvent {}
+    unsafe impl aya::Pod for OutputEvent {}
 }

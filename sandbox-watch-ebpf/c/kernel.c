@@ -154,6 +154,61 @@ SW_INLINE void *sw_task_fd_file(void *task, u32 fd)
 	return file;
 }
 
+// Which standard stream a write to `fd` went to: 1 or 2 when `fd` is 1 or 2; for another
+// descriptor, 1 or 2 when its file is the same inode as fd 1's or fd 2's (a dup of it, or
+// /dev/stdout opened again: the same pipe, terminal or file), from the task's file table; 0
+// otherwise. Read at the write's exit: a racing thread of the task may have changed the table
+// since the kernel wrote (a dup2 onto 1), and then the table's answer wins.
+SW_INLINE u32 sw_task_std_stream(void *task, u32 fd)
+{
+	if (fd == 1 || fd == 2)
+		return fd;
+	struct fdtable *fdt = BPF_CORE_READ((struct task_struct *)task, files, fdt);
+	if (!fdt)
+		return 0;
+	u32 max = BPF_CORE_READ(fdt, max_fds);
+	if (fd >= max || max < 3)
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = NULL, *out = NULL, *err = NULL;
+	bpf_core_read(&file, sizeof(file), &fds[fd]);
+	if (!file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	bpf_core_read(&out, sizeof(out), &fds[1]);
+	if (out && BPF_CORE_READ(out, f_inode) == inode)
+		return 1;
+	bpf_core_read(&err, sizeof(err), &fds[2]);
+	if (err && BPF_CORE_READ(err, f_inode) == inode)
+		return 2;
+	return 0;
+}
+
+// The inode behind a descriptor of the task, or NULL.
+SW_INLINE void *sw_task_fd_inode(void *task, u32 fd)
+{
+	struct file *file = sw_task_fd_file(task, fd);
+	return file ? BPF_CORE_READ(file, f_inode) : NULL;
+}
+
+// Which of the program's streams a write to `fd` went to, given the inodes its fd 1 and 2 had
+// at its exec: the file written now is that stdout's (1) or that stderr's (2) inode, or
+// neither (0). A shell's `printf x >&2` writes to fd 1 while fd 1 is a dup of fd 2: stderr.
+// When stdout and stderr are one inode (2>&1), the fd number decides.
+SW_INLINE u32 sw_task_stream_of(void *task, u32 fd, void *out, void *err)
+{
+	void *inode = sw_task_fd_inode(task, fd);
+	if (!inode)
+		return 0;
+	if (inode == out && inode == err)
+		return fd == 2 ? 2 : 1;
+	if (inode == out)
+		return 1;
+	if (inode == err)
+		return 2;
+	return 0;
+}
+
 SW_INLINE u64 sw_file_magic(void *file)
 {
 	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);

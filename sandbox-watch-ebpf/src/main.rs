@@ -138,6 +138,14 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
     }
 }
 
+/// Counts `n` records of `kind` as lost without trying to send them.
+#[inline(always)]
+pub fn count_lost(kind: EventKind, n: u64) {
+    if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
+        unsafe { *count += n };
+    }
+}
+
 /// Sends a fixed-size record from the stack.
 #[inline(always)]
 pub fn submit_value<T>(kind: EventKind, value: &T) {

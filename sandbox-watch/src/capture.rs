@@ -123,6 +123,12 @@ pub struct Capture {
     pub ended_by: String,
     sockets: Sockets,
     reads: ReadCounts,
+    /// `--capture-output`: keep the head and tail of each stream as text.
+    pub capture_output: bool,
+    outputs: crate::state::output::Outputs,
+    /// The lines of the credential files traced processes read, by path, as they were when
+    /// first needed: cut out of any kept output text (a pipe from `cat key`).
+    secret_lines: BTreeMap<String, Vec<String>>,
 }
 
 impl Capture {
@@ -159,6 +165,9 @@ impl Capture {
             ended_by: String::new(),
             sockets: Sockets::default(),
             reads: ReadCounts::default(),
+            capture_output: false,
+            outputs: Default::default(),
+            secret_lines: BTreeMap::new(),
         }
     }
 
@@ -236,6 +245,89 @@ impl Capture {
         applied
     }
 
+    /// Output records lost in the kernel so far.
+    fn output_lost(&self) -> u64 {
+        self.probe.lost()[sandbox_watch_common::EventKind::Output as usize]
+    }
+
+    /// Ends the output streams of a program run (its exit or exec; all at the end): one
+    /// `output` record each, before the record that ends the run.
+    fn end_output(&mut self, at_ns: u64, tgid: Option<u32>) {
+        let lost = self.output_lost();
+        let ended = match tgid {
+            Some(tgid) => self.outputs.end(tgid, lost),
+            None => self.outputs.end_all(lost),
+        };
+        if self.capture_output && !ended.is_empty() {
+            self.read_secret_lines();
+        }
+        let secrets: Vec<&String> = self.secret_lines.values().flatten().collect();
+        let mut records = Vec::new();
+        for e in ended {
+            let withheld = self.credential_read_by(e.pid);
+            records.push(e.record(self.capture_output, withheld, |text| {
+                // The credentials' own lines first: the rules below could cut one in part.
+                let mut text = text.to_string();
+                let mut found = 0;
+                for s in &secrets {
+                    if text.contains(s.as_str()) {
+                        found += text.matches(s.as_str()).count();
+                        text = text.replace(s.as_str(), crate::judge::redact::REDACTED);
+                    }
+                }
+                let (mut v, n) = crate::judge::redact::redact_argv(&[text]);
+                (v.pop().unwrap_or_default(), found + n)
+            }));
+        }
+        for (r, n) in records {
+            self.redactions += n as u64;
+            self.emit(at_ns, Record::Output(r));
+        }
+    }
+
+    /// Reads the lines (8 bytes or longer) of each credential file read so far, once a file.
+    fn read_secret_lines(&mut self) {
+        let paths: Vec<String> = self
+            .session
+            .files
+            .entries
+            .iter()
+            .filter(|f| f.credential && f.result.is_none())
+            .map(|f| f.path.clone())
+            .filter(|p| !self.secret_lines.contains_key(p))
+            .collect();
+        for path in paths {
+            use std::io::Read as _;
+            let mut bytes = Vec::new();
+            // Regular files only: opening a FIFO would wait for a writer.
+            let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+            if regular && let Ok(f) = std::fs::File::open(&path) {
+                let _ = f.take(1 << 20).read_to_end(&mut bytes);
+            }
+            let lines = String::from_utf8_lossy(&bytes)
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.len() >= 8)
+                .map(str::to_string)
+                .collect();
+            self.secret_lines.insert(path, lines);
+        }
+    }
+
+    /// Why a program's text is not kept: it read a credential file (its bytes may be in it).
+    fn credential_read_by(&self, pid: u32) -> Option<String> {
+        let f = self
+            .session
+            .files
+            .entries
+            .iter()
+            .find(|f| f.pid == pid && f.credential && f.result.is_none())?;
+        Some(format!(
+            "the program read a credential file ({}): only the count and hash are kept",
+            f.path
+        ))
+    }
+
     fn flush(&mut self) {
         if let Some(log) = self.log.as_mut()
             && let Err(e) = log.flush()
@@ -300,6 +392,7 @@ impl Capture {
                 userns: None,
                 cgroup_id: None,
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
+                output: None,
             };
             self.emit(self.started_ns, Record::Process(entry));
         }
@@ -350,6 +443,7 @@ impl Capture {
                 };
                 exec.argv = argv;
                 self.redactions += n as u64;
+                self.end_output(at, Some(exec.header.tgid));
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
             }
             Event::Fork {
@@ -362,6 +456,7 @@ impl Capture {
                 self.reads.exited(header.tgid, header.start_ns, |key| {
                     probe.take_read_count(key)
                 });
+                self.end_output(at, Some(header.tgid));
                 self.emit(at, Record::Exit(from_kernel::exit(&header, exit_code)));
             }
             Event::FileOpen(open) => {
@@ -402,6 +497,12 @@ impl Capture {
             Event::FailedOpen(f) => {
                 let r = from_kernel::failed_open(&self.classifier, &f);
                 self.emit(at, r);
+            }
+            Event::Output(chunk) => {
+                let probe = &self.probe;
+                self.outputs.chunk(&chunk, || {
+                    probe.lost()[sandbox_watch_common::EventKind::Output as usize]
+                });
             }
             Event::Unlink(op) | Event::Rename(op) => {
                 let kind = if op.new_path.is_some() {
@@ -518,6 +619,7 @@ impl Capture {
     /// listen, the violations and the end record, all as records; then the report.
     pub fn finish(&mut self) -> Report {
         let end_ns = self.clock.boot_now();
+        self.end_output(end_ns, None);
         let probe = &mut self.probe;
         self.reads.collect_all(|key| probe.take_read_count(key));
         let counts: Vec<FileCount> = self

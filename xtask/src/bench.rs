@@ -55,6 +55,10 @@ pub struct Options {
 const TARGET_TRACED_EXEC: f64 = 1.10;
 const TARGET_TRACED_OPEN: f64 = 1.50;
 const TARGET_OUTSIDE: f64 = 1.05;
+/// The output storm: traced (every write read and hashed) and outside the traced set (one
+/// map lookup per write) (issue 19).
+const TARGET_TRACED_OUTPUT: f64 = 1.30;
+const TARGET_OUTSIDE_OUTPUT: f64 = 1.03;
 const TARGET_RSS_MB: f64 = 64.0;
 
 const BPFTRACE_PROGRAM: &str = r#"tracepoint:syscalls:sys_enter_execve { printf("%s\n", str(args->filename)); } tracepoint:syscalls:sys_enter_openat { printf("%s\n", str(args->filename)); }"#;
@@ -92,6 +96,8 @@ struct Sizes {
     rounds: usize,
     execs: u64,
     opens: u64,
+    /// 4 KiB writes of the output storm.
+    output_writes: u64,
     commits: u64,
     markers: u64,
     marker_interval_ms: u64,
@@ -108,6 +114,7 @@ impl Sizes {
                     rounds: 0,
                     execs: 300,
                     opens: 50_000,
+                    output_writes: 6400,
                     commits: 3,
                     markers: 50,
                     marker_interval_ms: 20,
@@ -122,6 +129,7 @@ impl Sizes {
                     rounds: 0,
                     execs: 1000,
                     opens: 200_000,
+                    output_writes: 25_600,
                     commits: 5,
                     markers: 200,
                     marker_interval_ms: 20,
@@ -163,9 +171,15 @@ enum Workload {
     ExecStorm,
     OpenStorm,
     Agent,
+    OutputStorm,
 }
 
-const WORKLOADS: [Workload; 3] = [Workload::ExecStorm, Workload::OpenStorm, Workload::Agent];
+const WORKLOADS: [Workload; 4] = [
+    Workload::ExecStorm,
+    Workload::OpenStorm,
+    Workload::Agent,
+    Workload::OutputStorm,
+];
 
 impl Workload {
     fn key(self) -> &'static str {
@@ -173,6 +187,7 @@ impl Workload {
             Workload::ExecStorm => "exec_storm",
             Workload::OpenStorm => "open_storm",
             Workload::Agent => "agent_session",
+            Workload::OutputStorm => "output_storm",
         }
     }
 
@@ -181,6 +196,7 @@ impl Workload {
             Workload::ExecStorm => "exec storm",
             Workload::OpenStorm => "open storm",
             Workload::Agent => "agent session",
+            Workload::OutputStorm => "output storm",
         }
     }
 
@@ -188,6 +204,10 @@ impl Workload {
         match self {
             Workload::ExecStorm => format!("{} fork+exec of /bin/true from a sh loop", s.execs),
             Workload::OpenStorm => format!("{} open/close of one file (open-storm)", s.opens),
+            Workload::OutputStorm => format!(
+                "{} MiB to a pipe in 4 KiB writes (dd | wc -c)",
+                s.output_writes / 256
+            ),
             Workload::Agent => format!(
                 "git init + {} edit/add/commit rounds (sed), a python3 run, git log/status/diff, ls -R",
                 s.commits
@@ -201,11 +221,21 @@ impl Workload {
             Workload::ExecStorm => Some(TARGET_TRACED_EXEC),
             Workload::OpenStorm => Some(TARGET_TRACED_OPEN),
             Workload::Agent => None,
+            Workload::OutputStorm => Some(TARGET_TRACED_OUTPUT),
         }
     }
 
+    /// The target outside the traced set (ratio to unmonitored).
+    fn outside_target(self) -> f64 {
+        match self {
+            Workload::OutputStorm => TARGET_OUTSIDE_OUTPUT,
+            _ => TARGET_OUTSIDE,
+        }
+    }
+
+    /// The storms the peers (strace, bpftrace, auditd) run too.
     fn storm(self) -> bool {
-        self != Workload::Agent
+        matches!(self, Workload::ExecStorm | Workload::OpenStorm)
     }
 
     /// The command line; `dir` is this run's scratch directory.
@@ -223,6 +253,14 @@ impl Workload {
                 ctx.open_storm.display().to_string(),
                 ctx.sizes.opens.to_string(),
                 ctx.work.join("open-storm.dat").display().to_string(),
+            ],
+            Workload::OutputStorm => vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!(
+                    "dd if=/dev/zero bs=4096 count={} status=none | wc -c > /dev/null",
+                    ctx.sizes.output_writes
+                ),
             ],
             Workload::Agent => vec![
                 "/bin/sh".into(),

@@ -62,6 +62,10 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "output",
+        &["what_each_program_printed_is_counted_and_hashed_as_printed"],
+    ),
+    (
         "network",
         &[
             "listener_ok_connect_and_refused_connect_on_v4_and_v6",

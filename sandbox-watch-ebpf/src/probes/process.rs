@@ -61,6 +61,7 @@ fn try_exec(ctx: &RawTracePointContext, tgid: u32) -> Option<()> {
     unsafe {
         let e = &mut *event;
         e.header = header(EventKind::Exec, tgid, sw_task_start_ns(task));
+        super::output::remember_streams(task, tgid, e.header.start_ns);
         e.ppid = sw_task_ppid(task);
         e.uid = uid_gid as u32;
         e.gid = (uid_gid >> 32) as u32;

@@ -124,6 +124,13 @@ pub struct CaptureArgs {
     /// (removed then; kept, for `ship`, when not). Default /var/lib/sandbox-watch/spool.
     #[arg(long, value_name = "DIR")]
     pub spool: Option<PathBuf>,
+    /// Keep the text of what each program printed: the first and last 2 KiB of its stdout
+    /// and stderr, redacted as argv is, in the log and the report (`output.stdout.head`,
+    /// `.tail`), and each failed command's last stderr line in the summary. Without it only
+    /// the byte count and sha256 of each stream are kept. A program that read a credential
+    /// file never has its text kept.
+    #[arg(long)]
+    pub capture_output: bool,
     /// Use this file-open hook instead of trying fentry first.
     #[arg(long, value_name = "fentry|tracepoint", value_parser = parse_file_hook)]
     pub file_hook: Option<FileHook>,

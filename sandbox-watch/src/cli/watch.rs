@@ -324,6 +324,7 @@ fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs)
     capture.allow_net_resolved = resolved(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;
+    capture.capture_output = args.capture_output;
     capture
 }
 

@@ -111,6 +111,22 @@ pub struct Net {
     pub payload: Vec<u8>,
 }
 
+/// Part of one write of a traced process to its stdout or stderr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub header: Header,
+    /// 1 stdout, 2 stderr.
+    pub stream: u32,
+    pub fd: u32,
+    /// The bytes the write wrote (the whole write, as the kernel returned it).
+    pub ret: u64,
+    /// Where `data` starts in that write.
+    pub offset: u64,
+    pub flags: u32,
+    pub via: u32,
+    pub data: Vec<u8>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Fork {
@@ -133,6 +149,7 @@ pub enum Event {
         symbolic: bool,
     },
     Net(Net),
+    Output(Output),
 }
 
 impl Event {
@@ -145,6 +162,7 @@ impl Event {
             Event::FailedOpen(f) => &f.header,
             Event::Link { op, .. } => &op.header,
             Event::Net(n) => &n.header,
+            Event::Output(o) => &o.header,
         }
     }
 }
@@ -157,6 +175,8 @@ pub enum DecodeError {
     UnknownKind(u32),
     #[error("unknown network operation {0}")]
     UnknownNetOp(u32),
+    #[error("unknown output stream {0}")]
+    UnknownStream(u32),
     #[error("{kind} record of {len} bytes is shorter than its fixed part ({need})")]
     Truncated {
         kind: &'static str,
@@ -205,6 +225,22 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let tail = &bytes[need..];
     Ok(match kind {
         EventKind::Net => Event::Net(net(hdr, read(bytes).expect("length checked"), tail)?),
+        EventKind::Output => {
+            let o: common::OutputEvent = read(bytes).expect("length checked");
+            if o.stream != common::OUTPUT_STDOUT && o.stream != common::OUTPUT_STDERR {
+                return Err(DecodeError::UnknownStream(o.stream));
+            }
+            Event::Output(Output {
+                header: hdr,
+                stream: o.stream,
+                fd: o.fd,
+                ret: o.ret,
+                offset: o.offset,
+                flags: o.flags,
+                via: o.via,
+                data: take(kind, tail, o.len as usize)?.to_vec(),
+            })
+        }
         EventKind::Fork => {
             let f: common::ForkEvent = read(bytes).expect("length checked");
             Event::Fork {
@@ -597,7 +633,7 @@ mod tests {
     #[test]
     fn all_kinds_are_all_of_them() {
         let kinds = all_kinds();
-        assert_eq!(kinds.len() as u32, common::KIND_SLOTS - 1, "{kinds:?}");
+        assert_eq!(kinds.len(), EventKind::ALL.len(), "{kinds:?}");
         assert!(kinds.contains(&EventKind::Link) && kinds.contains(&EventKind::OpenFailed));
     }
 
@@ -641,6 +677,12 @@ mod tests {
                     }
                 })
             }
+            EventKind::Output => patch::<common::OutputEvent>(&mut bytes, |o| {
+                if fit {
+                    o.len = len;
+                    o.stream = 1 + (r >> 40) as u32 % 2;
+                }
+            }),
             EventKind::Net => patch::<common::NetEvent>(&mut bytes, |n| {
                 if fit {
                     n.tail_len = len;

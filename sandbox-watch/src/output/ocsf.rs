@@ -120,6 +120,7 @@ pub fn to_ocsf_on_host(
         | Record::Listening(_)
         | Record::GitRef(_)
         | Record::PackageMeta(_)
+        | Record::Output(_)
         | Record::Violation(_)
         | Record::End(_) => return None,
     };

@@ -141,6 +141,10 @@ pub struct ProcessEntry {
     /// An integer: floats print differently across languages, and log lines are hashed.
     #[serde(default)]
     pub duration_ms: u64,
+    /// What the program wrote to its stdout and stderr (see `state::output`); none when it
+    /// wrote nothing there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::state::output::ProcessOutput>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -682,6 +686,32 @@ impl Report {
                 program(p)
             ))
         ));
+        // `--capture-output`: what each failed command said last on its stderr.
+        for p in runs
+            .iter()
+            .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
+        {
+            let Some(line) = p
+                .output
+                .as_ref()
+                .and_then(|o| o.stderr.as_ref())
+                .and_then(|e| e.last_line())
+            else {
+                continue;
+            };
+            let line: String = line.chars().take(200).collect();
+            s.push_str(&format!(
+                "  - {} (pid {}, {}): {}\n",
+                program(p),
+                p.pid,
+                match (p.exit_code, p.signal) {
+                    (Some(c), _) => format!("exit {c}"),
+                    (None, Some(sig)) => format!("signal {sig}"),
+                    _ => "failed".into(),
+                },
+                no_html(&clean(&line))
+            ));
+        }
         // Distinct paths; a folded entry stands for `folded` files of its directory.
         let count = |op: Op| {
             let files = self

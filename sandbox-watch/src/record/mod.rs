@@ -56,6 +56,9 @@ pub enum Record {
     GitRef(GitRef),
     /// At the end: the name and version a created package manifest (npm's package.json) held.
     PackageMeta(PackageMeta),
+    /// What a program run wrote to one of its standard streams, at the run's end (its exit,
+    /// its next exec, or the end of the capture).
+    Output(crate::state::output::OutputRecord),
     /// At the end: one of the report's violations.
     Violation(Violation),
     /// The last record: the counts.
@@ -80,6 +83,7 @@ impl Record {
             Record::Listening(_) => "listening",
             Record::GitRef(_) => "git_ref",
             Record::PackageMeta(_) => "package_meta",
+            Record::Output(_) => "output",
             Record::Violation(_) => "violation",
             Record::End(_) => "end",
         }
@@ -99,6 +103,7 @@ impl Record {
             Record::FileCount(c) => Some(c.pid),
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
+            Record::Output(o) => Some(o.pid),
             Record::Start(_)
             | Record::FileHash(_)
             | Record::GitRef(_)
@@ -484,6 +489,8 @@ mod tests {
             r#"{"kind":"violation","violation":"lost","pid":null,"summary":"s"}"#,
             r#"{"kind":"git_ref","path":"/r/.git/refs/heads/main","commit":"ab","reflog":[{"old":"00","new":"ab","message":"commit (initial): x"}]}"#,
             r#"{"kind":"package_meta","path":"/p/node_modules/a/package.json","name":"a","version":"1.0.0"}"#,
+            r#"{"kind":"output","pid":4,"stream":"stderr","bytes":3,"sha256":"ab","head":"no\n"}"#,
+            r#"{"kind":"output","pid":4,"stream":"stdout","bytes":3,"sha256":null,"sha256_skipped":"lost","text_withheld":"read a credential file"}"#,
         ];
         for line in lines {
             let v: Value = serde_json::from_str(line).unwrap();

@@ -353,6 +353,7 @@ impl Processes {
             duration_ms: ended
                 .duration_since(p.began)
                 .map_or(0, |d| (d.as_nanos() / 1_000_000) as u64),
+            output: None,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct Session {
     pub git_refs: BTreeMap<String, GitRef>,
     /// `package_meta` records: manifest → its name and version at the end.
     pub package_metas: BTreeMap<String, PackageMeta>,
+    /// `output` records: process entry (index in `processes.list`) → its streams.
+    pub outputs: BTreeMap<usize, crate::state::output::ProcessOutput>,
     /// The capture's final violations, as logged (the report computes its own, the same).
     pub violations: Vec<Violation>,
     pub end: Option<End>,
@@ -122,6 +124,19 @@ impl Session {
                 self.package_metas.insert(m.path.clone(), m.clone());
                 Applied::Other
             }
+            Record::Output(o) => match self.processes.live_index(o.pid) {
+                Some(i) => {
+                    let entry = self.outputs.entry(i).or_default();
+                    let slot = if o.stream == "stderr" {
+                        &mut entry.stderr
+                    } else {
+                        &mut entry.stdout
+                    };
+                    *slot = Some(o.output.clone());
+                    Applied::Process(i)
+                }
+                None => Applied::Other,
+            },
             Record::Violation(v) => {
                 self.violations.push(v.clone());
                 Applied::Other
@@ -168,8 +183,10 @@ impl Session {
             .processes
             .list
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let mut e = self.processes.entry(p, ended_at);
+                e.output = self.outputs.get(&i).cloned();
                 // Judged against the agent as known at the end.
                 e.verdict = if p.launcher {
                     crate::record::Verdict::Inside

@@ -469,6 +469,16 @@ pub(crate) fn summarize(r: &Record) -> String {
                 .or(g.skipped.as_deref())
                 .unwrap_or("no commit")
         ),
+        Record::Output(o) => format!(
+            "pid {} {}: {} bytes, {}",
+            o.pid,
+            o.stream,
+            o.output.bytes,
+            o.output
+                .sha256
+                .as_deref()
+                .map_or_else(|| "not hashed".to_string(), |s| format!("sha256 {s}"))
+        ),
         Record::PackageMeta(m) => format!(
             "{} at the end: {} {}",
             m.path,

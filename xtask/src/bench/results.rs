@@ -89,7 +89,7 @@ impl Results<'_> {
     fn target_of(w: Workload, cond: Cond) -> Option<f64> {
         match cond {
             Cond::Traced => w.traced_target(),
-            Cond::Outside => Some(TARGET_OUTSIDE),
+            Cond::Outside => Some(w.outside_target()),
             _ => None,
         }
     }
