@@ -46,11 +46,14 @@ pub enum EventKind {
     OpenFailed = 8,
     /// A symbolic or hard link made: the target, then the new name.
     Link = 9,
+    /// An execve or execveat that failed (the error from the syscall's exit; the path and
+    /// argv read from the caller's memory).
+    ExecFailed = 40,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -60,6 +63,7 @@ impl EventKind {
         Self::Net,
         Self::OpenFailed,
         Self::Link,
+        Self::ExecFailed,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -73,6 +77,7 @@ impl EventKind {
             7 => Self::Net,
             8 => Self::OpenFailed,
             9 => Self::Link,
+            40 => Self::ExecFailed,
             _ => return None,
         })
     }
@@ -88,6 +93,7 @@ impl EventKind {
             Self::Net => "net",
             Self::OpenFailed => "open_failed",
             Self::Link => "link",
+            Self::ExecFailed => "exec_failed",
         }
     }
 
@@ -104,6 +110,7 @@ impl EventKind {
             Self::Net => core::mem::size_of::<NetEvent>(),
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
             Self::Link => core::mem::size_of::<FileEvent>(),
+            Self::ExecFailed => core::mem::size_of::<ExecFailedEvent>(),
         }
     }
 }
@@ -153,7 +160,8 @@ const _: () = {
             | EventKind::Rename
             | EventKind::Net
             | EventKind::OpenFailed
-            | EventKind::Link => 9,
+            | EventKind::Link
+            | EventKind::ExecFailed => 10,
         }
     }
     assert!(
@@ -261,6 +269,34 @@ pub struct ExitEvent {
     pub exit_code: u32,
     pub _pad: u32,
 }
+
+/// An execve or execveat of a traced process that failed. The error is the syscall's result
+/// at its exit; the path and argv are read from the caller's memory at that exit (the kernel's
+/// own copies are not reachable from a tracepoint), so another thread of the caller could have
+/// changed them after the kernel read them: the record says so.
+///
+/// Tail: `path_len` bytes of the path tried (`PATH_FROM_DIR_AND_NAME`: the directory from the
+/// kernel, cwd or `dirfd`, then a NUL, then the name as given), then `argv_len` bytes of argv
+/// (each argument ended by NUL). `flags`: `PATH_TRUNCATED`, `ARGV_TRUNCATED`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExecFailedEvent {
+    pub header: EventHeader,
+    /// -errno.
+    pub result: i32,
+    pub flags: u32,
+    /// `EXEC_FAILED_EXECVE` or `EXEC_FAILED_EXECVEAT`.
+    pub syscall: u32,
+    pub path_len: u32,
+    pub argv_len: u32,
+    pub _pad: u32,
+}
+
+pub const EXEC_FAILED_EXECVE: u32 = 1;
+pub const EXEC_FAILED_EXECVEAT: u32 = 2;
+/// Arguments and bytes of argv kept of a failed exec.
+pub const EXEC_FAILED_ARGS: u32 = 64;
+pub const EXEC_FAILED_ARGV_MAX: usize = 8 * 1024;
 
 /// How the file event's path was obtained.
 pub const PATH_FROM_FILE: u32 = 1;
@@ -394,4 +430,5 @@ mod user {
     unsafe impl aya::Pod for ReadKey {}
     unsafe impl aya::Pod for InodeKey {}
     unsafe impl aya::Pod for NetEvent {}
+    unsafe impl aya::Pod for ExecFailedEvent {}
 }

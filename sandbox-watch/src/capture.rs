@@ -352,6 +352,16 @@ impl Capture {
                 self.redactions += n as u64;
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
             }
+            Event::ExecFailed(mut failed) => {
+                let (argv, n) = if failed.argv_truncated {
+                    crate::judge::redact::redact_cut_argv(&failed.argv)
+                } else {
+                    crate::judge::redact::redact_argv(&failed.argv)
+                };
+                failed.argv = argv;
+                self.redactions += n as u64;
+                self.emit(at, Record::ExecFailed(from_kernel::exec_failed(&failed)));
+            }
             Event::Fork {
                 header, child_tgid, ..
             } => {
