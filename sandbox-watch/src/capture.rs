@@ -300,6 +300,7 @@ impl Capture {
                 userns: None,
                 cgroup_id: None,
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
+                tried: Vec::new(),
             };
             self.emit(self.started_ns, Record::Process(entry));
         }
