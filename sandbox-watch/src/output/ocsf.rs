@@ -438,6 +438,10 @@ fn exec_failed_event(rest: &mut Map<String, Value>) -> Event {
         json!({ "path": path, "name": base_name(&path), "type_id": 1, "type": "Regular File" }),
     );
     process.insert("name".into(), json!(base_name(&path)));
+    // An exec keeps the pid: the program tried would have run as the process that tried.
+    if let Some(pid) = pid {
+        process.insert("pid".into(), json!(pid));
+    }
     if let Some(argv) = rest.get("argv").and_then(Value::as_array)
         && !argv.is_empty()
     {
@@ -1224,6 +1228,7 @@ mod tests {
         assert_eq!(e["process"]["file"]["path"], "/usr/bin/zsh");
         assert_eq!(e["process"]["cmd_line"], "zsh -l");
         assert_eq!(e["actor"]["process"]["pid"], 7);
+        assert_eq!(e["process"]["pid"], 7);
         assert_eq!(e["message"], "pid 7 tried to run /usr/bin/zsh (ENOENT)");
         assert_eq!(e["unmapped"]["from_caller_memory"], true, "{e:#}");
     }
