@@ -48,11 +48,14 @@ pub enum EventKind {
     Link = 9,
     /// Bytes a traced process wrote to its stdout or stderr (one chunk of one write).
     Output = 45,
+    /// An execve or execveat that failed (the error from the syscall's exit; the path and
+    /// argv read from the caller's memory).
+    ExecFailed = 40,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 12] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -63,6 +66,7 @@ impl EventKind {
         Self::OpenFailed,
         Self::Link,
         Self::Output,
+        Self::ExecFailed,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -77,6 +81,7 @@ impl EventKind {
             8 => Self::OpenFailed,
             9 => Self::Link,
             45 => Self::Output,
+            40 => Self::ExecFailed,
             _ => return None,
         })
     }
@@ -93,6 +98,7 @@ impl EventKind {
             Self::OpenFailed => "open_failed",
             Self::Link => "link",
             Self::Output => "output",
+            Self::ExecFailed => "exec_failed",
         }
     }
 
@@ -110,6 +116,7 @@ impl EventKind {
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
             Self::Link => core::mem::size_of::<FileEvent>(),
             Self::Output => core::mem::size_of::<OutputEvent>(),
+            Self::ExecFailed => core::mem::size_of::<ExecFailedEvent>(),
         }
     }
 }
@@ -160,7 +167,8 @@ const _: () = {
             | EventKind::Net
             | EventKind::OpenFailed
             | EventKind::Link
-            | EventKind::Output => 10,
+            | EventKind::Output
+            | EventKind::ExecFailed => 10,
         }
     }
     assert!(
@@ -268,6 +276,34 @@ pub struct ExitEvent {
     pub exit_code: u32,
     pub _pad: u32,
 }
+
+/// An execve or execveat of a traced process that failed. The error is the syscall's result
+/// at its exit; the path and argv are read from the caller's memory at that exit (the kernel's
+/// own copies are not reachable from a tracepoint), so another thread of the caller could have
+/// changed them after the kernel read them: the record says so.
+///
+/// Tail: `path_len` bytes of the path tried (`PATH_FROM_DIR_AND_NAME`: the directory from the
+/// kernel, cwd or `dirfd`, then a NUL, then the name as given), then `argv_len` bytes of argv
+/// (each argument ended by NUL). `flags`: `PATH_TRUNCATED`, `ARGV_TRUNCATED`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExecFailedEvent {
+    pub header: EventHeader,
+    /// -errno.
+    pub result: i32,
+    pub flags: u32,
+    /// `EXEC_FAILED_EXECVE` or `EXEC_FAILED_EXECVEAT`.
+    pub syscall: u32,
+    pub path_len: u32,
+    pub argv_len: u32,
+    pub _pad: u32,
+}
+
+pub const EXEC_FAILED_EXECVE: u32 = 1;
+pub const EXEC_FAILED_EXECVEAT: u32 = 2;
+/// Arguments and bytes of argv kept of a failed exec.
+pub const EXEC_FAILED_ARGS: u32 = 64;
+pub const EXEC_FAILED_ARGV_MAX: usize = 8 * 1024;
 
 /// How the file event's path was obtained.
 pub const PATH_FROM_FILE: u32 = 1;
@@ -452,4 +488,5 @@ mod user {
     unsafe impl aya::Pod for InodeKey {}
     unsafe impl aya::Pod for NetEvent {}
     unsafe impl aya::Pod for OutputEvent {}
+    unsafe impl aya::Pod for ExecFailedEvent {}
 }

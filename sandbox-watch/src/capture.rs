@@ -393,6 +393,7 @@ impl Capture {
                 cgroup_id: None,
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
                 output: None,
+                tried: Vec::new(),
             };
             self.emit(self.started_ns, Record::Process(entry));
         }
@@ -445,6 +446,16 @@ impl Capture {
                 self.redactions += n as u64;
                 self.end_output(at, Some(exec.header.tgid));
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
+            }
+            Event::ExecFailed(mut failed) => {
+                let (argv, n) = if failed.argv_truncated {
+                    crate::judge::redact::redact_cut_argv(&failed.argv)
+                } else {
+                    crate::judge::redact::redact_argv(&failed.argv)
+                };
+                failed.argv = argv;
+                self.redactions += n as u64;
+                self.emit(at, Record::ExecFailed(from_kernel::exec_failed(&failed)));
             }
             Event::Fork {
                 header, child_tgid, ..

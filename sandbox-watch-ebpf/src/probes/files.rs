@@ -30,11 +30,11 @@ use sandbox_watch_common::abi::{
     FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY,
 };
 
-const AT_FDCWD: i64 = -100;
+pub(crate) const AT_FDCWD: i64 = -100;
 /// Bytes kept of a name given to unlink/rename.
 const NAME_MAX: usize = 1024;
 /// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
-const PATH_MASK: u32 = 0x3fff;
+pub(crate) const PATH_MASK: u32 = 0x3fff;
 
 /// Plain reads already reported, by process (with its start), inode (with its generation) and
 /// the name used, with how many more opens followed.
@@ -444,7 +444,7 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
 /// files this way) is written as descriptor N's file, walked, and `REST`: the path the kernel
 /// resolved, not the magic link.
 #[inline(always)]
-fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
+pub(crate) fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
     let mut first: u8 = 0;
     unsafe { bpf_probe_read_user((&raw mut first).cast(), 1, name as *const _) };
     let task = current_task();

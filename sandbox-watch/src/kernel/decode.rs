@@ -79,6 +79,21 @@ pub struct FailedOpen {
     pub result: i32,
 }
 
+/// An execve or execveat that failed. The path's directory is the kernel's (cwd or dirfd);
+/// its name and the argv were read from the caller's memory at the syscall's exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecFailed {
+    pub header: Header,
+    /// `execve` or `execveat`.
+    pub syscall: &'static str,
+    pub path: String,
+    pub path_truncated: bool,
+    pub argv: Vec<String>,
+    pub argv_truncated: bool,
+    /// -errno.
+    pub result: i32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetOp {
     Connect,
@@ -150,6 +165,7 @@ pub enum Event {
     },
     Net(Net),
     Output(Output),
+    ExecFailed(ExecFailed),
 }
 
 impl Event {
@@ -163,6 +179,7 @@ impl Event {
             Event::Link { op, .. } => &op.header,
             Event::Net(n) => &n.header,
             Event::Output(o) => &o.header,
+            Event::ExecFailed(e) => &e.header,
         }
     }
 }
@@ -257,6 +274,24 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             }
         }
         EventKind::Exec => Event::Exec(exec(hdr, read(bytes).expect("length checked"), tail)?),
+        EventKind::ExecFailed => {
+            let e: common::ExecFailedEvent = read(bytes).expect("length checked");
+            let path = take(kind, tail, e.path_len as usize)?;
+            let argv = take(kind, &tail[path.len()..], e.argv_len as usize)?;
+            Event::ExecFailed(ExecFailed {
+                header: hdr,
+                syscall: if e.syscall == common::EXEC_FAILED_EXECVEAT {
+                    "execveat"
+                } else {
+                    "execve"
+                },
+                path: path_of(common::PATH_FROM_DIR_AND_NAME, path),
+                path_truncated: e.flags & common::PATH_TRUNCATED != 0,
+                argv: split_nul(argv).map(escape).collect(),
+                argv_truncated: e.flags & common::ARGV_TRUNCATED != 0,
+                result: e.result,
+            })
+        }
         EventKind::FileOpen => {
             let f: FileEvent = read(bytes).expect("length checked");
             let path_bytes = take(kind, tail, f.path_len as usize)?;
@@ -599,6 +634,37 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_exec_has_its_path_argv_and_error() {
+        let e = common::ExecFailedEvent {
+            header: common::EventHeader {
+                kind: EventKind::ExecFailed as u32,
+                tgid: 3,
+                pid: 4,
+                ..Default::default()
+            },
+            result: -13,
+            flags: 0,
+            syscall: common::EXEC_FAILED_EXECVEAT,
+            path_len: 13,
+            argv_len: 11,
+            _pad: 0,
+        };
+        let mut bytes = as_bytes(&e).to_vec();
+        bytes.extend_from_slice(b"w\0tmp\0\0./run\0");
+        bytes.extend_from_slice(b"./run\0-v\0x\0");
+        let Event::ExecFailed(x) = decode(&bytes).unwrap() else {
+            panic!("not a failed exec")
+        };
+        assert_eq!(
+            (x.syscall, x.path.as_str(), x.result),
+            ("execveat", "/tmp/w/run", -13)
+        );
+        assert_eq!(x.argv, ["./run", "-v", "x"]);
+        bytes.truncate(bytes.len() - 1);
+        assert!(matches!(decode(&bytes), Err(DecodeError::BadTail { .. })));
+    }
+
+    #[test]
     fn short_and_unknown_records_are_errors() {
         assert_eq!(decode(&[1, 2]), Err(DecodeError::Short(2)));
         assert_eq!(decode(&header_bytes(99)), Err(DecodeError::UnknownKind(99)));
@@ -635,6 +701,7 @@ mod tests {
         let kinds = all_kinds();
         assert_eq!(kinds.len(), EventKind::ALL.len(), "{kinds:?}");
         assert!(kinds.contains(&EventKind::Link) && kinds.contains(&EventKind::OpenFailed));
+        assert!(kinds.contains(&EventKind::Output) && kinds.contains(&EventKind::ExecFailed));
     }
 
     fn patch<T: aya::Pod>(fixed: &mut [u8], f: impl FnOnce(&mut T)) {
@@ -663,6 +730,11 @@ mod tests {
             EventKind::Exec => patch::<ExecEvent>(&mut bytes, |e| {
                 if fit {
                     (e.cwd_len, e.argv_len) = (split, len - split);
+                }
+            }),
+            EventKind::ExecFailed => patch::<common::ExecFailedEvent>(&mut bytes, |e| {
+                if fit {
+                    (e.path_len, e.argv_len) = (split, len - split);
                 }
             }),
             EventKind::FileOpen | EventKind::OpenFailed => patch::<FileEvent>(&mut bytes, |f| {

@@ -109,6 +109,7 @@ const PROGRAMS: &[Program] = &[
     raw("sched_process_fork"),
     raw("sched_process_exec"),
     raw("sched_process_exit"),
+    sys("sys_exit_execve", "failed execve"), sys("sys_exit_execveat", "failed execveat"),
     open("sys_exit_openat", "openat"),
     open("sys_exit_open", "open"),
     open("sys_exit_creat", "creat"),

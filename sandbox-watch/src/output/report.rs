@@ -145,6 +145,32 @@ pub struct ProcessEntry {
     /// wrote nothing there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<crate::state::output::ProcessOutput>,
+    /// Programs this process tried to run and could not (failed execve/execveat), in order.
+    /// A PATH search's misses (ENOENT, ENOTDIR) before it ran a program of the same name are
+    /// left out (the log keeps them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<Tried>,
+}
+
+/// A program a process tried to run: the exec failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tried {
+    pub at: String,
+    /// The program tried: the directory from the kernel (cwd or dirfd), the name as given.
+    pub path: String,
+    #[serde(default)]
+    pub path_truncated: bool,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub argv_truncated: bool,
+    /// The error's name (`ENOENT`, `EACCES`, `ENOEXEC`, …), from the syscall's result.
+    pub result: String,
+    /// `execve` or `execveat`.
+    pub syscall: String,
+    /// The name and argv were read from the caller's memory, not from the kernel's copy:
+    /// another thread of the caller could have changed them after the kernel read them.
+    #[serde(default)]
+    pub from_caller_memory: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -710,6 +736,35 @@ impl Report {
                     _ => "failed".into(),
                 },
                 no_html(&clean(&line))
+            ));
+        }
+        // What could not be run: each path with its error, counted.
+        let mut tried: BTreeMap<String, usize> = BTreeMap::new();
+        for t in self.processes.iter().flat_map(|p| &p.tried) {
+            let what = format!("`{}` ({})", no_html(&clean(&t.path)), t.result);
+            *tried.entry(what).or_default() += 1;
+        }
+        if !tried.is_empty() {
+            let shown: Vec<String> = tried
+                .iter()
+                .take(10)
+                .map(|(what, n)| {
+                    if *n > 1 {
+                        format!("{what} ×{n}")
+                    } else {
+                        what.clone()
+                    }
+                })
+                .collect();
+            let more = tried.len().saturating_sub(10);
+            s.push_str(&format!(
+                "- **Tried to run**: {}{}\n",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
             ));
         }
         // Distinct paths; a folded entry stands for `folded` files of its directory.

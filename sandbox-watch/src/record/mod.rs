@@ -37,6 +37,8 @@ pub enum Record {
     Fork(Fork),
     /// A traced process ended.
     Exit(Exit),
+    /// A traced process tried to run a program and the exec failed.
+    ExecFailed(ExecFailed),
     /// A file read, written, created, deleted, renamed or linked.
     File(FileEntry),
     /// A file operation that failed.
@@ -74,6 +76,7 @@ impl Record {
             Record::Exec(_) => "exec",
             Record::Fork(_) => "fork",
             Record::Exit(_) => "exit",
+            Record::ExecFailed(_) => "exec_failed",
             Record::File(_) => "file",
             Record::FileFailed(_) => "file_failed",
             Record::Net(_) => "net",
@@ -96,6 +99,7 @@ impl Record {
             Record::Exec(e) => Some(e.pid),
             Record::Fork(f) => Some(f.pid),
             Record::Exit(e) => Some(e.pid),
+            Record::ExecFailed(e) => Some(e.pid),
             Record::File(f) => Some(f.pid),
             Record::FileFailed(f) => Some(f.pid()),
             Record::Net(n) => Some(n.pid),
@@ -199,6 +203,28 @@ pub struct Fork {
     pub pid: u32,
     /// The process that forked.
     pub ppid: u32,
+}
+
+/// An execve or execveat that failed: what a process tried to run, and why it could not.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExecFailed {
+    pub pid: u32,
+    /// The program tried: the directory from the kernel (cwd or dirfd), the name as given.
+    pub path: String,
+    #[serde(default)]
+    pub path_truncated: bool,
+    /// Redacted as an exec's.
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub argv_truncated: bool,
+    /// The error's name (`ENOENT`, `EACCES`, `ENOEXEC`, …), from the syscall's result.
+    pub result: String,
+    /// `execve` or `execveat`.
+    pub syscall: String,
+    /// The name and argv were read from the caller's memory at the syscall's exit, not from
+    /// the kernel's copy: another thread of the caller could have changed them in between.
+    #[serde(default)]
+    pub from_caller_memory: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::output::report::ProcessEntry;
-use crate::record::{Exec, Exit, Fork, Verdict};
+use crate::output::report::{ProcessEntry, Tried};
+use crate::record::{Exec, ExecFailed, Exit, Fork, Verdict};
 
 /// Programs that only set up the sandbox and start the agent: in `run` mode the agent's
 /// namespace is that of the first process in the tree that is none of these.
@@ -87,6 +87,8 @@ pub struct Process {
     pub process: u64,
     /// The entry this one follows: the same process ran another program.
     pub replaces: Option<usize>,
+    /// Programs it tried to run and could not.
+    pub tried: Vec<Tried>,
 }
 
 impl Process {
@@ -120,6 +122,7 @@ impl Process {
             launcher: false,
             process,
             replaces: None,
+            tried: Vec::new(),
         }
     }
 
@@ -276,6 +279,7 @@ impl Processes {
         child.preexisting = false;
         child.process = process;
         child.replaces = None;
+        child.tried = Vec::new();
         self.push(child)
     }
 
@@ -294,6 +298,9 @@ impl Processes {
         let mut process = None;
         if let Some(&i) = self.live.get(&e.pid) {
             let p = &mut self.list[i];
+            // A PATH search (execvp) that found the program: its misses said nothing.
+            p.tried
+                .retain(|t| !(is_miss(&t.result) && file_name(&t.path) == file_name(exe)));
             if p.fork_only && !p.preexisting {
                 p.fill(e, launcher);
                 return i;
@@ -310,6 +317,22 @@ impl Processes {
         p.fill(e, launcher);
         p.replaces = replaces;
         self.push(p)
+    }
+
+    /// An `exec_failed`: the live process's entry that tried; None when it is not known.
+    pub fn tried(&mut self, at: SystemTime, e: &ExecFailed) -> Option<usize> {
+        let i = *self.live.get(&e.pid)?;
+        self.list[i].tried.push(Tried {
+            at: crate::time::rfc3339_nanos(at),
+            path: e.path.clone(),
+            path_truncated: e.path_truncated,
+            argv: e.argv.clone(),
+            argv_truncated: e.argv_truncated,
+            result: e.result.clone(),
+            syscall: e.syscall.clone(),
+            from_caller_memory: e.from_caller_memory,
+        });
+        Some(i)
     }
 
     /// An `exit`; None when the process is not known (nothing to record).
@@ -354,8 +377,19 @@ impl Processes {
                 .duration_since(p.began)
                 .map_or(0, |d| (d.as_nanos() / 1_000_000) as u64),
             output: None,
+            tried: p.tried.clone(),
         }
     }
+}
+
+/// An exec that failed because nothing of that name was there: what a PATH search meets in
+/// every directory before the one that has the program.
+fn is_miss(result: &str) -> bool {
+    matches!(result, "ENOENT" | "ENOTDIR")
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 #[cfg(test)]
@@ -384,6 +418,43 @@ mod tests {
             exit_code,
             signal,
         }
+    }
+
+    fn failed(pid: u32, path: &str, result: &str) -> ExecFailed {
+        ExecFailed {
+            pid,
+            path: path.into(),
+            path_truncated: false,
+            argv: vec!["git".into(), "status".into()],
+            argv_truncated: false,
+            result: result.into(),
+            syscall: "execve".into(),
+            from_caller_memory: true,
+        }
+    }
+
+    #[test]
+    fn failed_execs_are_kept_but_a_path_search_that_found_its_program() {
+        let mut m = Processes::new(AgentRule::Fixed(10), None);
+        m.exec(at(1), &exec(100, 10, &["node"]));
+        m.fork(at(2), &Fork { pid: 101, ppid: 100 });
+        // execvp("git"): missing in two directories, refused in a third, found in /usr/bin.
+        assert_eq!(m.tried(at(3), &failed(101, "/usr/local/sbin/git", "ENOENT")), Some(1));
+        m.tried(at(3), &failed(101, "/usr/local/bin/git", "ENOTDIR"));
+        m.tried(at(3), &failed(101, "/opt/bin/git", "EACCES"));
+        m.tried(at(3), &failed(101, "/usr/local/bin/zsh", "ENOENT"));
+        let i = m.exec(at(4), &exec(101, 10, &["git"]));
+        assert_eq!(i, 1, "the forked entry became git's");
+        let e = m.entry(&m.list[i], at(5));
+        let paths: Vec<&str> = e.tried.iter().map(|t| t.path.as_str()).collect();
+        assert_eq!(paths, ["/opt/bin/git", "/usr/local/bin/zsh"]);
+        assert_eq!(e.tried[0].result, "EACCES");
+        // A fork does not inherit its parent's tries; a process not seen has none to add.
+        m.tried(at(6), &failed(100, "/usr/bin/zsh", "ENOENT"));
+        let j = m.fork(at(7), &Fork { pid: 102, ppid: 100 });
+        assert!(m.list[j].tried.is_empty());
+        assert_eq!(m.list[0].tried.len(), 1);
+        assert_eq!(m.tried(at(8), &failed(999, "/x", "ENOENT")), None);
     }
 
     #[test]

@@ -79,6 +79,10 @@ impl Session {
             Record::Process(p) => Applied::Process(self.processes.seed(at, p)),
             Record::Exec(e) => Applied::Process(self.processes.exec(at, e)),
             Record::Fork(f) => Applied::Process(self.processes.fork(at, f)),
+            Record::ExecFailed(e) => self
+                .processes
+                .tried(at, e)
+                .map_or(Applied::Other, Applied::Process),
             Record::Exit(x) => self
                 .processes
                 .exit(at, x)

@@ -399,6 +399,13 @@ pub(crate) fn summarize(r: &Record) -> String {
             mark(e.verdict)
         ),
         Record::Fork(f) => format!("pid {} forked from {}", f.pid, f.ppid),
+        Record::ExecFailed(e) => format!(
+            "pid {} tried to run {} ({}): {}",
+            e.pid,
+            e.path,
+            e.result,
+            join_argv(&e.argv)
+        ),
         Record::Exit(x) => match (x.exit_code, x.signal) {
             (_, Some(sig)) => format!("pid {} killed by {}", x.pid, signal_name(sig.into())),
             (Some(code), None) => format!("pid {} exit {code}", x.pid),

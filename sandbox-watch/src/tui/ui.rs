@@ -540,6 +540,12 @@ fn build_row(
                 argv.push_str("(fork) ");
             }
             argv.push_str(&proc_argv(p));
+            if let Some(t) = p.tried.last() {
+                argv.push_str(&format!(" · tried to run {} ({})", t.path, t.result));
+                if p.tried.len() > 1 {
+                    argv.push_str(&format!(" and {} more", p.tried.len() - 1));
+                }
+            }
             let avail = flex.saturating_sub(prefix.chars().count());
             let process = Line::from(vec![
                 Span::styled(prefix, theme.dim()),

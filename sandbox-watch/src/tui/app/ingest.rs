@@ -88,7 +88,7 @@ impl App {
                     self.outside(at, AlertKind::OUTSIDE, pid, summary, &raw);
                 }
             }
-            (Record::Fork(_) | Record::Exit(_), Applied::Process(i)) => {
+            (Record::Fork(_) | Record::Exit(_) | Record::ExecFailed(_), Applied::Process(i)) => {
                 self.procs.touched(&self.session.processes, i, &raw);
             }
             (Record::File(f), Applied::File(added)) => {
