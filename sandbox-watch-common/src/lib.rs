@@ -102,6 +102,10 @@ pub struct EventHeader {
     /// Start time (boot clock, ns) of the thread group leader: with `tgid` it names one
     /// process even when pids are reused.
     pub start_ns: u64,
+    /// The kernel's global sequence number (map `SEQ`), taken just before the record is put
+    /// in the ring: 0, 1, 2, … over every record of every kind, so a record that never
+    /// arrives leaves a hole, whatever a drop counter says.
+    pub seq: u64,
 }
 
 /// A new process (not a new thread) whose parent is traced.

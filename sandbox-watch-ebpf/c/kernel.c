@@ -12,6 +12,15 @@
 
 #define SW_INLINE __attribute__((always_inline))
 
+// The atomic fetch-and-add behind the global sequence number (the counter is a Rust map's
+// value: maps defined here are relocated to the wrong map). An atomic whose result is used
+// needs the BPF v3 instruction set: this file is compiled with -mcpu=v3, the function is not
+// inlined into the Rust callers, and the object is linked with +alu32 (build.rs).
+__attribute__((noinline)) u64 sw_fetch_add(u64 *counter)
+{
+	return __sync_fetch_and_add(counter, 1);
+}
+
 // Keep these equal to sandbox-watch-common.
 #define SW_PATH_MAX 4096
 #define SW_NAME_MAX 256

@@ -3,7 +3,9 @@
 //!
 //! Untraced tasks cost one hash lookup per probe (`is_traced`). Records are assembled in a
 //! per-CPU scratch area and copied to the ring at their used length; a record that does not fit
-//! is counted in `DROPS` (per kind) so the userspace can report it.
+//! is counted in `DROPS` (per kind) so the userspace can report it. Every record carries the
+//! next number of one global sequence (`SEQ`), taken before the copy: a record that never
+//! reaches the userspace leaves a hole in the sequence even when `DROPS` was reset.
 #![no_std]
 #![no_main]
 
@@ -38,6 +40,10 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 /// Records that did not fit in `EVENTS`, per event kind.
 #[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
+
+/// The global sequence number: the number the next record gets.
+#[map]
+static SEQ: Array<u64> = Array::with_max_entries(1, 0);
 
 #[repr(C)]
 pub struct Scratch {
@@ -109,13 +115,25 @@ pub fn header(kind: EventKind, tgid: u32, start_ns: u64) -> EventHeader {
         _pad: 0,
         ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
         start_ns,
+        seq: 0,
     }
 }
 
-/// Copies `len` bytes of the record at `data` (in scratch or on the stack) to the ring, or
-/// counts it as dropped.
+/// The next number of the global sequence (u64::MAX if the map cannot be read, which the
+/// userspace counts as a bad sequence number).
 #[inline(always)]
-pub fn submit(kind: EventKind, data: *const u8, len: usize) {
+fn next_seq() -> u64 {
+    match SEQ.get_ptr_mut(0) {
+        Some(counter) => unsafe { kernel::sw_fetch_add(counter) },
+        None => u64::MAX,
+    }
+}
+
+/// Copies `len` bytes of the record at `data` (in scratch or on the stack; it starts with an
+/// [`EventHeader`]) to the ring with the next sequence number, or counts it as dropped.
+#[inline(always)]
+pub fn submit(kind: EventKind, data: *mut u8, len: usize) {
+    unsafe { (*data.cast::<EventHeader>()).seq = next_seq() };
     // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
     // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
     let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
@@ -130,7 +148,7 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
     } else {
         BPF_RB_NO_WAKEUP
     };
-    let ret = unsafe { bpf_ringbuf_output(ring, data.cast_mut().cast(), len as u64, wake) };
+    let ret = unsafe { bpf_ringbuf_output(ring, data.cast(), len as u64, wake) };
     if ret < 0
         && let Some(count) = DROPS.get_ptr_mut(kind as u32)
     {
@@ -140,8 +158,8 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
 
 /// Sends a fixed-size record from the stack.
 #[inline(always)]
-pub fn submit_value<T>(kind: EventKind, value: &T) {
-    submit(kind, (value as *const T).cast(), core::mem::size_of::<T>());
+pub fn submit_value<T>(kind: EventKind, value: &mut T) {
+    submit(kind, (value as *mut T).cast(), core::mem::size_of::<T>());
 }
 
 #[cfg(not(test))]

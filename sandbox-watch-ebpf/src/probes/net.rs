@@ -190,6 +190,7 @@ pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
             _pad: 0,
             ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
             start_ns: owner.start_ns,
+            seq: 0,
         },
         op: NET_CONNECT_RESULT,
         result,

@@ -30,7 +30,7 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
         return 0; // a new thread, not a new process
     }
     trace(child_tgid);
-    let event = ForkEvent {
+    let mut event = ForkEvent {
         header: header(EventKind::Fork, parent_tgid, unsafe {
             sw_task_start_ns(current_task())
         }),
@@ -38,7 +38,7 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
         _pad: 0,
         child_start_ns: unsafe { sw_task_own_start_ns(child) },
     };
-    crate::submit_value(EventKind::Fork, &event);
+    crate::submit_value(EventKind::Fork, &mut event);
     0
 }
 
@@ -124,11 +124,11 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> i32 {
         return 0; // other threads of the group still run
     }
     crate::untrace(tgid);
-    let event = ExitEvent {
+    let mut event = ExitEvent {
         header: header(EventKind::Exit, tgid, unsafe { sw_task_start_ns(task) }),
         exit_code: unsafe { sw_task_exit_code(task) },
         _pad: 0,
     };
-    crate::submit_value(EventKind::Exit, &event);
+    crate::submit_value(EventKind::Exit, &mut event);
     0
 }

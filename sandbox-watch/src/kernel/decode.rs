@@ -13,6 +13,8 @@ pub struct Header {
     pub ktime_ns: u64,
     /// Thread group leader's start (boot clock, ns).
     pub start_ns: u64,
+    /// The kernel's global sequence number of this record.
+    pub seq: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,6 +181,7 @@ fn header(h: &common::EventHeader) -> Header {
         pid: h.pid,
         ktime_ns: h.ktime_ns,
         start_ns: h.start_ns,
+        seq: h.seq,
     }
 }
 
@@ -467,6 +470,7 @@ mod tests {
             _pad: 0,
             ktime_ns: 5,
             start_ns: 6,
+            seq: 7,
         };
         as_bytes(&h).to_vec()
     }
@@ -521,6 +525,7 @@ mod tests {
             _pad: 0,
             ktime_ns: 1,
             start_ns: 2,
+            seq: 0,
         };
         e.ppid = 1;
         e.netns = 4026531840;
@@ -548,6 +553,15 @@ mod tests {
         // A tail shorter than claimed is an error, not a panic.
         bytes.truncate(bytes.len() - 3);
         assert!(matches!(decode(&bytes), Err(DecodeError::BadTail { .. })));
+    }
+
+    #[test]
+    fn the_sequence_number_comes_through() {
+        let mut bytes = header_bytes(EventKind::Exit as u32);
+        bytes.extend_from_slice(&[0u8; 8]);
+        let event = decode(&bytes).unwrap();
+        assert_eq!(event.header().seq, 7);
+        assert_eq!(size_of::<common::EventHeader>(), 40);
     }
 
     #[test]

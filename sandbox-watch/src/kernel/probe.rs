@@ -8,7 +8,7 @@ use std::path::Path;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::{FEntry, ProgramError, RawTracePoint, TracePoint},
 };
 use sandbox_watch_common::{ALWAYS_REPORT, EventKind, KIND_SLOTS, ReadKey, globals};
@@ -150,6 +150,7 @@ pub struct Probe {
     traced: HashMap<MapData, u32, u32>,
     reads: HashMap<MapData, ReadKey, u64>,
     drops: PerCpuArray<MapData, u64>,
+    seq: Array<MapData, u64>,
 }
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sandbox-watch"));
@@ -295,6 +296,7 @@ impl Probe {
         let traced = take_map(&mut ebpf, "TRACED")?;
         let reads = take_map(&mut ebpf, "READS")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
+        let seq = take_map(&mut ebpf, "SEQ")?;
         Ok(Probe {
             links,
             ebpf,
@@ -303,6 +305,7 @@ impl Probe {
             traced,
             reads,
             drops,
+            seq,
         })
     }
 
@@ -327,6 +330,12 @@ impl Probe {
             }
         }
         out
+    }
+
+    /// How many records the kernel has numbered so far (the next sequence number): with the
+    /// records received, what never arrived.
+    pub fn sequence(&self) -> u64 {
+        self.seq.get(&0, 0).unwrap_or(0)
     }
 
     /// Makes the kernel report every open of this inode by this process (credential files).

@@ -313,6 +313,7 @@ mod tests {
             pid: tgid,
             ktime_ns: at,
             start_ns,
+            seq: 0,
         }
     }
 
