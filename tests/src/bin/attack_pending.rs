@@ -4,7 +4,8 @@
 //! to loopback over TCP and unlinks a file. No privilege is needed.
 //!
 //! `attack-pending [THREADS]`. Prints how many threads were blocked in connect (from
-//! /proc/self/task/*/syscall) when it acted.
+//! /proc/PID/task/*/syscall) when it acted. With a low RLIMIT_NOFILE the threads are spread
+//! over several processes (forked, so traced too).
 #[path = "../attack_common.rs"]
 mod common;
 
@@ -14,9 +15,63 @@ use common::*;
 
 const SYS_CONNECT: &str = "42";
 
-/// Threads of this process now inside connect(2).
-fn in_connect() -> usize {
-    let me = std::process::id() as i32;
+/// Sockets this process may still open: RLIMIT_NOFILE raised to its hard limit (and, as root,
+/// the hard limit raised too when the kernel lets it), less a margin.
+fn fd_budget() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: get/setrlimit with a valid struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        let want = libc::rlimit {
+            rlim_cur: 1 << 20,
+            rlim_max: 1 << 20,
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    (lim.rlim_cur as usize).saturating_sub(100)
+}
+
+/// `n` raw pthreads on stacks cut from one mapping, each blocked in connect() to `sock`:
+/// std's threads cost four mappings each (stack, guard, signal stack, guard) and
+/// vm.max_map_count (65,530) stops them at ~16,360.
+fn spawn_blocked(n: usize, sock: &std::path::Path) -> Vec<libc::pthread_t> {
+    let path = std::ffi::CString::new(sock.as_os_str().as_encoded_bytes()).unwrap();
+    let target: &'static std::ffi::CStr = Box::leak(path.into_boxed_c_str());
+    const STACK: usize = 32 * 1024;
+    let pool: &'static mut [u8] = Box::leak(vec![0u8; STACK * n].into_boxed_slice());
+    let mut handles = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: attr is initialised before use; each thread gets its own slice of the pool,
+        // which is never freed; the argument is a 'static C string.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            libc::pthread_attr_init(&mut attr);
+            libc::pthread_attr_setstack(&mut attr, pool.as_mut_ptr().add(i * STACK).cast(), STACK);
+            let mut t: libc::pthread_t = 0;
+            let r = libc::pthread_create(&mut t, &attr, blocked_connect, target.as_ptr() as *mut _);
+            libc::pthread_attr_destroy(&mut attr);
+            if r != 0 {
+                say(&format!(
+                    "thread {i}: {}",
+                    std::io::Error::from_raw_os_error(r)
+                ));
+                break;
+            }
+            handles.push(t);
+        }
+    }
+    handles
+}
+
+/// Threads of process `pid` now inside connect(2).
+fn in_connect(me: i32) -> usize {
     threads_of(me)
         .into_iter()
         .filter(|t| {
@@ -66,45 +121,44 @@ fn main() {
     unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&unix), 0) };
     let first = UnixStream::connect(&sock).unwrap();
 
-    // Raw pthreads on stacks cut from one mapping: std's threads cost four mappings each
-    // (stack, guard, signal stack, guard) and vm.max_map_count (65,530) stops them at ~16,360.
-    let path = std::ffi::CString::new(sock.as_os_str().as_encoded_bytes()).unwrap();
-    let target: &'static std::ffi::CStr = Box::leak(path.into_boxed_c_str());
-    const STACK: usize = 32 * 1024;
-    let pool: &'static mut [u8] = Box::leak(vec![0u8; STACK * threads].into_boxed_slice());
-    let mut handles = Vec::with_capacity(threads);
-    for i in 0..threads {
-        // SAFETY: attr is initialised before use; each thread gets its own slice of the pool,
-        // which is never freed; the argument is a 'static C string.
-        unsafe {
-            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-            libc::pthread_attr_init(&mut attr);
-            libc::pthread_attr_setstack(&mut attr, pool.as_mut_ptr().add(i * STACK).cast(), STACK);
-            let mut t: libc::pthread_t = 0;
-            let r = libc::pthread_create(&mut t, &attr, blocked_connect, target.as_ptr() as *mut _);
-            libc::pthread_attr_destroy(&mut attr);
-            if r != 0 {
-                say(&format!(
-                    "thread {i}: {}",
-                    std::io::Error::from_raw_os_error(r)
-                ));
-                break;
+    // Each blocked connect holds a socket: with a low RLIMIT_NOFILE (1024 is common) the
+    // threads are spread over several processes (each traced: PENDING is keyed by thread).
+    let per_process = fd_budget().min(threads).max(1);
+    let processes = threads.div_ceil(per_process);
+    let mut children = Vec::new();
+    for k in 1..processes {
+        // SAFETY: no thread exists yet in this process.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // The listener must be closed by the main process alone to release everyone.
+            drop(unix);
+            drop(first);
+            let share = per_process.min(threads - k * per_process);
+            let handles = spawn_blocked(share, &sock);
+            for t in handles {
+                // SAFETY: threads we created.
+                unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
             }
-            handles.push(t);
+            // SAFETY: leaving the child without running the parent's destructors.
+            unsafe { libc::_exit(0) };
         }
+        children.push(pid);
     }
+    let handles = spawn_blocked(per_process.min(threads), &sock);
+    let total = threads;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut blocked = 0;
     while std::time::Instant::now() < deadline {
-        blocked = in_connect();
-        if blocked >= handles.len() {
+        blocked = in_connect(std::process::id() as i32)
+            + children.iter().map(|c| in_connect(*c)).sum::<usize>();
+        if blocked >= total {
             break;
         }
         sleep_ms(200);
     }
     say(&format!(
-        "{blocked} of {} threads blocked in connect()",
-        handles.len()
+        "{blocked} of {total} threads blocked in connect() ({processes} processes of up to \
+         {per_process} threads)"
     ));
 
     // What PENDING cannot hold any more.
@@ -132,6 +186,10 @@ fn main() {
     for t in handles {
         // SAFETY: a thread we created and have not joined yet.
         unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
+    }
+    for c in children {
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(c, std::ptr::null_mut(), 0) };
     }
     say("threads released");
 }
