@@ -40,7 +40,15 @@ unsafe extern "C" {
     pub fn sw_sk_local_addr(sk: Ptr, out: *mut u8);
     pub fn sw_sk_remote_addr(sk: Ptr, out: *mut u8);
     pub fn sw_syscall_args(args: *mut u64);
+    pub fn sw_task_pid(task: Ptr) -> u32;
+    pub fn sw_task_own_pidns(task: Ptr) -> u32;
+    pub fn sw_fd_bpf_object(task: Ptr, fd: u32, id: *mut u32) -> u32;
+    pub fn sw_fd_pidfd_pid(task: Ptr, fd: u32) -> u32;
+    pub fn sw_file_proc_pid(file: Ptr) -> u32;
 }
+
+/// `s_magic` of procfs.
+pub const PROC_SUPER_MAGIC: u64 = 0x9fa0;
 
 /// Set in the length a path walk returns when the path was cut.
 pub const WALK_TRUNCATED: u32 = 1 << 31;

@@ -20,7 +20,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE};
+use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE, fails};
 
 /// Flags of bpf_ringbuf_output and bpf_ringbuf_query (include/uapi/linux/bpf.h).
 const BPF_RB_NO_WAKEUP: u64 = 1;
@@ -44,6 +44,18 @@ static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
 /// The global sequence number: the number the next record gets.
 #[map]
 static SEQ: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Map inserts that failed, per map (`sandbox_watch_common::fails`).
+#[map]
+static FAILS: PerCpuArray<u64> = PerCpuArray::with_max_entries(fails::SLOTS, 0);
+
+/// Counts a failed map insert.
+#[inline(always)]
+pub fn count_fail(slot: u32) {
+    if let Some(count) = FAILS.get_ptr_mut(slot) {
+        unsafe { *count += 1 };
+    }
+}
 
 #[repr(C)]
 pub struct Scratch {
@@ -87,12 +99,15 @@ pub fn is_traced(tgid: u32) -> bool {
     if unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) } != id {
         return false;
     }
-    let _ = TRACED.insert(tgid, 1, 0);
+    trace(tgid);
     true
 }
 
+/// Adds a thread group to the traced set (counted when the set is full).
 pub fn trace(tgid: u32) {
-    let _ = TRACED.insert(tgid, 1, 0);
+    if TRACED.insert(tgid, 1, 0).is_err() {
+        count_fail(fails::TRACED);
+    }
 }
 
 pub fn untrace(tgid: u32) {
@@ -133,6 +148,18 @@ fn next_seq() -> u64 {
 /// [`EventHeader`]) to the ring with the next sequence number, or counts it as dropped.
 #[inline(always)]
 pub fn submit(kind: EventKind, data: *mut u8, len: usize) {
+    output(kind, data, len, false);
+}
+
+/// As [`submit`], and wakes the reader at once: for records that must reach the log before
+/// what they announce can take effect (an attack on the monitor).
+#[inline(always)]
+pub fn submit_now(kind: EventKind, data: *mut u8, len: usize) {
+    output(kind, data, len, true);
+}
+
+#[inline(always)]
+fn output(kind: EventKind, data: *mut u8, len: usize, now: bool) {
     unsafe { (*data.cast::<EventHeader>()).seq = next_seq() };
     // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
     // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
@@ -143,7 +170,7 @@ pub fn submit(kind: EventKind, data: *mut u8, len: usize) {
     // ring on its own every 100 ms.
     let waiting = unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) };
     let size = unsafe { bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) };
-    let wake = if waiting >= size / 8 {
+    let wake = if now || waiting >= size / 8 {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP

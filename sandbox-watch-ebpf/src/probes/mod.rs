@@ -3,3 +3,4 @@ mod files;
 mod net;
 mod process;
 mod syscall;
+mod tamper;

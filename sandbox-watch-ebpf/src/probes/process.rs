@@ -5,7 +5,8 @@
 //! - `sched_process_exit(struct task_struct *p, ...)` (runs in the exiting task)
 use aya_ebpf::{
     helpers::generated::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_uid_gid,
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_get_current_uid_gid,
         bpf_probe_read_kernel_str, bpf_probe_read_user,
     },
     macros::raw_tracepoint,
@@ -21,10 +22,11 @@ use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, s
 #[raw_tracepoint(tracepoint = "sched_process_fork")]
 pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
     let parent_tgid = current_tgid();
+    let child: Ptr = ctx.arg(1);
+    super::tamper::thread_started(parent_tgid, child);
     if !is_traced(parent_tgid) {
         return 0;
     }
-    let child: Ptr = ctx.arg(1);
     let child_tgid = unsafe { sw_task_tgid(child) };
     if child_tgid == parent_tgid {
         return 0; // a new thread, not a new process
@@ -116,6 +118,7 @@ fn try_exec(ctx: &RawTracePointContext, tgid: u32) -> Option<()> {
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn sched_process_exit(_ctx: RawTracePointContext) -> i32 {
     let tgid = current_tgid();
+    super::tamper::thread_exited(tgid, unsafe { bpf_get_current_pid_tgid() } as u32);
     if !is_traced(tgid) {
         return 0;
     }

@@ -91,6 +91,7 @@ fn probe_options(args: &CaptureArgs) -> ProbeOptions {
         ring_buffer_bytes: args.ring_buffer,
         cgroup: None,
         file_hook: args.file_hook,
+        outputs: Vec::new(),
     }
 }
 
@@ -125,6 +126,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     // No other thread exists yet: the fork is safe.
     let child = target::fork_gated(&program, &args.command, user, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
+    probe.seal()?;
     let mut capture = new_capture(
         Mode::Run {
             command: redact::redact_argv(&args.command).0,
@@ -198,7 +200,17 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         ))
         .into());
     }
-    let mut capture = new_capture(Mode::Attach { pid: args.pid }, probe, prepared, &args.capture);
+    probe.seal()?;
+    let command = existing
+        .iter()
+        .find(|p: &&processes::Existing| p.pid == args.pid)
+        .map(|p| redact::redact_argv(&p.argv).0)
+        .unwrap_or_default();
+    let mode = Mode::Attach {
+        pid: args.pid,
+        command,
+    };
+    let mut capture = new_capture(mode, probe, prepared, &args.capture);
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
@@ -221,6 +233,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     for e in &inside {
         probe.trace(e.pid)?;
     }
+    probe.seal()?;
     let mode = Mode::Container {
         id: c.id.clone(),
         cgroup: c.cgroup.clone(),
@@ -332,12 +345,14 @@ fn drive(
 ) -> anyhow::Result<report::Report> {
     let Some(screen) = screen else {
         capture.log_start();
+        capture.log_existing();
         rt.block_on(capture.watch(ring, ends))?;
         return Ok(capture.finish());
     };
     let (feed, feed_rx) = tokio::sync::mpsc::channel(1 << 16);
     capture.feed = Some(feed.clone());
     capture.log_start();
+    capture.log_existing();
     let (stop, stop_rx) = tokio::sync::oneshot::channel();
     ends.stop = Some(stop_rx);
     let (done, mut done_rx) = tokio::sync::oneshot::channel::<()>();

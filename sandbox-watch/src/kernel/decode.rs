@@ -107,6 +107,29 @@ pub struct Net {
     pub payload: Vec<u8>,
 }
 
+/// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19). The fields are
+/// those of [`common::TamperEvent`]; what they mean depends on `call`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tamper {
+    pub header: Header,
+    pub kind: EventKind,
+    /// A `common::tamper` call constant.
+    pub call: u32,
+    /// The kernel found that the call names the monitor (its thread, object or file).
+    pub monitor: bool,
+    pub code: u64,
+    pub target: u64,
+    pub detail: u64,
+    pub attr: [u64; 2],
+    pub dev: u32,
+    pub ino: u64,
+    pub magic: u64,
+    pub result: i32,
+    /// MonitorFile: the path walked from the `struct file`.
+    pub path: Option<String>,
+    pub path_truncated: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Fork {
@@ -129,6 +152,7 @@ pub enum Event {
         symbolic: bool,
     },
     Net(Net),
+    Tamper(Tamper),
 }
 
 impl Event {
@@ -141,6 +165,7 @@ impl Event {
             Event::FailedOpen(f) => &f.header,
             Event::Link { op, .. } => &op.header,
             Event::Net(n) => &n.header,
+            Event::Tamper(t) => &t.header,
         }
     }
 }
@@ -274,6 +299,35 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             } else {
                 Event::Unlink(op)
             }
+        }
+        EventKind::Bpf
+        | EventKind::BpfFd
+        | EventKind::TraceAccess
+        | EventKind::Pidfd
+        | EventKind::Signal
+        | EventKind::MonitorFile => {
+            let t: common::TamperEvent = read(bytes).expect("length checked");
+            let path = if kind == EventKind::MonitorFile {
+                Some(path_from_walk(take(kind, tail, t.path_len as usize)?))
+            } else {
+                None
+            };
+            Event::Tamper(Tamper {
+                header: hdr,
+                kind,
+                call: t.call,
+                monitor: t.monitor != 0,
+                code: t.code,
+                target: t.target,
+                detail: t.detail,
+                attr: t.attr,
+                dev: t.dev,
+                ino: t.ino,
+                magic: t.magic,
+                result: t.result,
+                path,
+                path_truncated: t.flags & common::PATH_TRUNCATED != 0,
+            })
         }
     })
 }
@@ -577,7 +631,7 @@ mod tests {
     proptest::proptest! {
         /// Any bytes, and any bytes behind a valid header of each kind: an event or an error.
         #[test]
-        fn decoding_never_panics(kind in 0u32..10, tail in proptest::collection::vec(proptest::num::u8::ANY, 0..6000)) {
+        fn decoding_never_panics(kind in 0u32..20, tail in proptest::collection::vec(proptest::num::u8::ANY, 0..6000)) {
             let _ = decode(&tail);
             let mut bytes = header_bytes(kind);
             bytes.extend_from_slice(&tail);
@@ -599,7 +653,7 @@ mod tests {
             let len = (next() % 2048) as usize;
             let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             if i % 2 == 0 && bytes.len() >= 4 {
-                let kind = (next() % 8) as u32;
+                let kind = (next() % 20) as u32;
                 bytes[..4].copy_from_slice(&kind.to_ne_bytes());
             }
             let _ = decode(&bytes);

@@ -119,7 +119,10 @@ pub fn to_ocsf_on_host(
         | Record::FileHash(_)
         | Record::Listening(_)
         | Record::Violation(_)
-        | Record::End(_) => return None,
+        | Record::Tamper(_)
+        | Record::Checkpoint(_)
+        | Record::End(_)
+        | Record::Seal(_) => return None,
     };
     event.finish(&obj, rest, product_version, hostname);
     Some(Value::Object(event.out))

@@ -53,8 +53,15 @@ pub enum Record {
     Listening(Listening),
     /// At the end: one of the report's violations.
     Violation(Violation),
+    /// The agent acted on its monitor (bpf(2), ptrace, a signal, its files), or the record
+    /// shows that something was taken from it: a `tamper` violation. Written as it arrives.
+    Tamper(Tamper),
+    /// `--sign-key`: a signature over the log so far (every `--checkpoint` seconds).
+    Checkpoint(Signed),
     /// The last record: the counts.
     End(End),
+    /// `--sign-key`: after `end`, the signature over the whole log.
+    Seal(Signed),
 }
 
 impl Record {
@@ -74,7 +81,10 @@ impl Record {
             Record::FileHash(_) => "file_hash",
             Record::Listening(_) => "listening",
             Record::Violation(_) => "violation",
+            Record::Tamper(_) => "tamper",
+            Record::Checkpoint(_) => "checkpoint",
             Record::End(_) => "end",
+            Record::Seal(_) => "seal",
         }
     }
 
@@ -92,7 +102,12 @@ impl Record {
             Record::FileCount(c) => Some(c.pid),
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
-            Record::Start(_) | Record::FileHash(_) | Record::End(_) => None,
+            Record::Tamper(t) => t.pid,
+            Record::Start(_)
+            | Record::FileHash(_)
+            | Record::Checkpoint(_)
+            | Record::End(_)
+            | Record::Seal(_) => None,
         }
     }
 
@@ -312,6 +327,50 @@ pub struct Violation {
     pub summary: String,
 }
 
+/// An act on the monitor, or a sign that records were taken from it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tamper {
+    /// Who did it (None: found by the monitor itself, e.g. a replaced output at the end).
+    pub pid: Option<u32>,
+    /// What was used: `bpf`, `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_open`,
+    /// `pidfd_getfd`, `signal`, `open`, `rename`, `delete`, `output`, `log`, `sequence`.
+    pub op: String,
+    /// The kernel (or the monitor) found that it names the monitor itself: one of its threads,
+    /// BPF objects or files. A bpf(2) call on objects of its own is `false`.
+    #[serde(default)]
+    pub monitor: bool,
+    /// The detail that groups repeats: a bpf command, a ptrace request, a signal, a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// A process or BPF object id aimed at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The line a person reads.
+    pub summary: String,
+}
+
+/// A signature over the log up to the record before this one: `records` records whose last
+/// one's hash is `head`, signed with Ed25519 over [`Signed::message`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Signed {
+    pub records: u64,
+    pub head: String,
+    /// The signature, lower-case hex (64 bytes).
+    pub sig: String,
+    /// The public key, lower-case hex (32 bytes), for the reader; `verify --pubkey` checks
+    /// against the key it is given, never against this one.
+    pub key: String,
+}
+
+impl Signed {
+    /// The bytes signed: they name the log's length and last hash, nothing else.
+    pub fn message(records: u64, head: &str) -> String {
+        format!("sandbox-watch seal v1\nrecords {records}\nhead {head}\n")
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct End {
     /// Records read from the kernel's ring buffer.
@@ -344,6 +403,30 @@ pub struct End {
     /// Kernel records that could not be decoded (older logs did not say).
     #[serde(default)]
     pub undecodable: u64,
+    /// What the kernel's sequence numbers say (older logs did not have them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceCount>,
+    /// Map inserts that failed in the kernel, by map (only those that failed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_inserts: BTreeMap<String, u64>,
+}
+
+/// The kernel numbers every record it makes (one global counter, taken before the ring copy);
+/// what never arrived is missing, whatever the kernel's drop counters say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceCount {
+    /// Records the kernel numbered during the capture.
+    pub numbered: u64,
+    /// Of those, how many reached the monitor.
+    pub received: u64,
+    /// numbered − received: lost in the kernel (a full ring) or taken out of the ring.
+    pub missing: u64,
+    /// What the kernel's drop counters say it dropped (equal to `missing` unless they were
+    /// reset or records were taken out of the ring).
+    pub dropped: u64,
+    /// Records that arrived twice, or numbered beyond the counter: forged or replayed.
+    #[serde(default)]
+    pub duplicates: u64,
 }
 
 /// A record with its place in the log: what the TUI and OCSF get, and what a replay reads.

@@ -157,6 +157,9 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
+    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), or records were
+    /// taken from it.
+    Tamper,
 }
 
 impl ViolationKind {
@@ -167,6 +170,7 @@ impl ViolationKind {
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
+        ViolationKind::Tamper,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -177,6 +181,7 @@ impl ViolationKind {
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
+            ViolationKind::Tamper => "tamper",
         }
     }
 
