@@ -175,7 +175,10 @@ const _: () = {
         }
         let mut j = i + 1;
         while j < EventKind::ALL.len() {
-            assert!(EventKind::ALL[j] as u32 != k as u32, "a kind is twice in EventKind::ALL");
+            assert!(
+                EventKind::ALL[j] as u32 != k as u32,
+                "a kind is twice in EventKind::ALL"
+            );
             j += 1;
         }
         i += 1;
@@ -200,7 +203,10 @@ const _: () = {
             | EventKind::MonitorFile => 15,
         }
     }
-    assert!(count(EventKind::Fork) == EventKind::ALL.len(), "EventKind::ALL misses a kind");
+    assert!(
+        count(EventKind::Fork) == EventKind::ALL.len(),
+        "EventKind::ALL misses a kind"
+    );
 };
 
 /// Kernel constants both sides read (include/uapi/linux/fcntl.h, fs.h, socket.h, in.h).

@@ -140,7 +140,12 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn new(mode: Mode, probe: Probe, classifier: Classifier, log: Option<LogWriter>) -> Capture {
+    pub fn new(
+        mode: Mode,
+        probe: Probe,
+        classifier: Classifier,
+        log: Option<LogWriter>,
+    ) -> Capture {
         let clock = Clock::now();
         let started_ns = clock.boot_now();
         let own = Own {
@@ -378,8 +383,9 @@ impl Capture {
             }
             Event::Exit { header, exit_code } => {
                 let probe = &mut self.probe;
-                self.reads
-                    .exited(header.tgid, header.start_ns, |key| probe.take_read_count(key));
+                self.reads.exited(header.tgid, header.start_ns, |key| {
+                    probe.take_read_count(key)
+                });
                 self.emit(at, Record::Exit(from_kernel::exit(&header, exit_code)));
             }
             Event::FileOpen(open) => {

@@ -45,13 +45,14 @@ fn comparable(mut r: Value) -> Value {
 
 fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => x
-            .keys()
-            .chain(y.keys())
-            .find_map(|k| match (x.get(k), y.get(k)) {
-                (Some(u), Some(v)) => first_difference(u, v, &format!("{at}/{k}")),
-                (u, v) => Some(format!("{at}/{k}: {u:?} vs {v:?}")),
-            }),
+        (Value::Object(x), Value::Object(y)) => {
+            x.keys()
+                .chain(y.keys())
+                .find_map(|k| match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => first_difference(u, v, &format!("{at}/{k}")),
+                    (u, v) => Some(format!("{at}/{k}: {u:?} vs {v:?}")),
+                })
+        }
         (Value::Array(x), Value::Array(y)) if x.len() != y.len() => {
             Some(format!("{at}: {} vs {} items", x.len(), y.len()))
         }

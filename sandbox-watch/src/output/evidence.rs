@@ -267,7 +267,11 @@ impl LogWriter {
     }
 
     /// Adds one record (see [`LogWriter::append`]); its `kind` is the record's.
-    pub fn write(&mut self, at: SystemTime, record: &crate::record::Record) -> Result<String, LogError> {
+    pub fn write(
+        &mut self,
+        at: SystemTime,
+        record: &crate::record::Record,
+    ) -> Result<String, LogError> {
         self.append(at, record.kind(), record.fields())
     }
 

@@ -316,7 +316,10 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     if !policy.is_empty() {
         for n in &parts.network {
-            if n.op == NetOp::Listen || n.proto == "unix" || policy_allows(policy, &parts.network, n) {
+            if n.op == NetOp::Listen
+                || n.proto == "unix"
+                || policy_allows(policy, &parts.network, n)
+            {
                 continue;
             }
             out.push(Violation {
@@ -449,7 +452,6 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     policy.allows(addr, n.port.unwrap_or(0), &names)
 }
 
-
 impl Report {
     /// The Markdown one-screen summary: the line to read first comes first.
     pub fn summary(&self) -> String {
@@ -575,7 +577,12 @@ impl Report {
             .iter()
             .filter(|f| !not_a_file(f))
             .filter_map(|f| {
-                Some(format!("{} {} ({})", f.op.as_str(), f.path, f.result.as_ref()?))
+                Some(format!(
+                    "{} {} ({})",
+                    f.op.as_str(),
+                    f.path,
+                    f.result.as_ref()?
+                ))
             })
             .collect();
         s.push_str(&format!(

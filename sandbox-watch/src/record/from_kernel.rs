@@ -8,11 +8,15 @@ use std::collections::HashMap;
 
 use super::{Exec, Exit, FileFailed, Fork, Missing, NetResult, Record};
 use crate::judge::classify::{self, Classifier};
-use crate::kernel::decode::{self, FailedOpen, FileOpen, Header, Net, NetOp as KernelNetOp, PathOp};
+use crate::kernel::decode::{
+    self, FailedOpen, FileOpen, Header, Net, NetOp as KernelNetOp, PathOp,
+};
 use crate::record::{NetOp, Op, Verdict};
 use crate::state::files::{FileEntry, dev_string, errno_name, open_flags};
 use crate::state::network::{NetEntry, proto_name, result_name};
-use sandbox_watch_common::abi::{FMODE_CREATED, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY};
+use sandbox_watch_common::abi::{
+    FMODE_CREATED, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY,
+};
 
 /// An exec. `launcher`, `verdict` and `started_at` are the session's to say (see
 /// `Session::apply`): they are filled in from it before the record is logged.
@@ -324,9 +328,12 @@ mod tests {
             panic!()
         };
         assert_eq!((c.result.as_str(), c.socket), ("in_progress", Some(1)));
-        let Some(Record::NetResult(r)) =
-            net(&mut s, &ev(KernelNetOp::ConnectResult, -111, 0xa), "t", None)
-        else {
+        let Some(Record::NetResult(r)) = net(
+            &mut s,
+            &ev(KernelNetOp::ConnectResult, -111, 0xa),
+            "t",
+            None,
+        ) else {
             panic!()
         };
         assert_eq!((r.result.as_str(), r.socket), ("refused", Some(1)));

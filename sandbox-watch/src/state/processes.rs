@@ -419,10 +419,17 @@ mod tests {
         m.exec(at(1), &exec(1, 10, &["unshare", "-n", "agent"]));
         m.exec(at(2), &exec(1, 20, &["agent"]));
         m.fork(at(3), &Fork { pid: 2, ppid: 1 });
-        m.exec(at(4), &exec(2, 10, &["nsenter", "--net=/proc/1/ns/net", "curl"]));
+        m.exec(
+            at(4),
+            &exec(2, 10, &["nsenter", "--net=/proc/1/ns/net", "curl"]),
+        );
         assert_eq!(m.agent_netns, Some(20));
         assert_eq!(m.agent_pid, Some(1));
-        assert_eq!(m.verdict(&m.list[0]), Verdict::Inside, "the launcher is not outside");
+        assert_eq!(
+            m.verdict(&m.list[0]),
+            Verdict::Inside,
+            "the launcher is not outside"
+        );
         assert_eq!(m.verdict(&m.list[1]), Verdict::Inside);
         assert_eq!(m.verdict(&m.list[2]), Verdict::Outside);
     }
@@ -432,7 +439,10 @@ mod tests {
         // `timeout` (a launcher, host namespace) starts the agent in namespace 20, then forks
         // again: that child runs in the host's namespace after the agent began.
         let mut m = Processes::new(AgentRule::FirstNonLauncher, None);
-        m.exec(at(1), &exec(1, 10, &["timeout", "9", "unshare", "-n", "agent"]));
+        m.exec(
+            at(1),
+            &exec(1, 10, &["timeout", "9", "unshare", "-n", "agent"]),
+        );
         m.fork(at(2), &Fork { pid: 2, ppid: 1 });
         assert!(m.list[1].launcher, "forked before the agent is known");
         m.exec(at(3), &exec(2, 20, &["agent"]));

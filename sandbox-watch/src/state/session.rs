@@ -56,7 +56,10 @@ impl Session {
         let text = || crate::time::rfc3339_nanos(at);
         match record {
             Record::Start(s) => {
-                let rule = s.agent.netns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
+                let rule = s
+                    .agent
+                    .netns
+                    .map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
                 self.processes = Processes::new(rule, s.agent.pid);
                 let rules = s.allow_net.iter().chain(&s.allow_net_resolved);
                 self.policy = Policy::new(
@@ -165,9 +168,7 @@ impl Session {
     /// The report as it will be once an end record with these counts is applied at `ended_at`:
     /// the capture computes the violations (and the end record's own counts) with it.
     pub fn report_with(&self, end: Option<&End>, ended_at: Option<SystemTime>) -> Report {
-        let ended_at = ended_at
-            .or(self.last_at)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let ended_at = ended_at.or(self.last_at).unwrap_or(SystemTime::UNIX_EPOCH);
         let start = self.start.as_ref();
         let agent = match end.and_then(|e| e.agent.clone()) {
             Some(a) => a,

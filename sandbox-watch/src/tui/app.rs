@@ -10,15 +10,15 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::Value;
 
+use super::model::Rows;
 use super::model::{
     Alert, AlertKind, LIST_CAP, LogRow, NET_LATER_CAP, NetRecords, Tree, Verdict, at_ns,
     file_matches, i64_field, join_argv, net_matches, ns, proc_argv, proc_matches, signal_name,
     str_field, summarize, target_text, u64_field,
 };
-use super::model::Rows;
+use super::{Feed, Options, Quit};
 use crate::record::{Logged, Record};
 use crate::state::session::{Applied, Session};
-use super::{Feed, Options, Quit};
 
 mod details;
 mod ingest;
@@ -553,13 +553,9 @@ impl App {
 
     fn row_matches(&self, view: View, key: u64, needle: &str) -> bool {
         match view {
-            View::Processes => self
-                .procs
-                .order
-                .get(key as usize)
-                .is_some_and(|&(i, _)| {
-                    proc_matches(&self.session.processes.list[i as usize], needle)
-                }),
+            View::Processes => self.procs.order.get(key as usize).is_some_and(|&(i, _)| {
+                proc_matches(&self.session.processes.list[i as usize], needle)
+            }),
             View::Files => self
                 .session
                 .files

@@ -125,7 +125,11 @@ fn feed_records(records: impl Iterator<Item = serde_json::Value>, tx: &mpsc::Sen
         let feed = match crate::record::Logged::from_value(&v) {
             Some(r) => {
                 if let crate::record::Record::End(e) = &r.record {
-                    let by = if e.ended_by.is_empty() { "ended" } else { &e.ended_by };
+                    let by = if e.ended_by.is_empty() {
+                        "ended"
+                    } else {
+                        &e.ended_by
+                    };
                     ended_by = Some(by.to_string());
                 }
                 Feed::Record(r)

@@ -418,7 +418,11 @@ pub(crate) fn summarize(r: &Record) -> String {
                 FileFailed::Entry(e) => (&e.path, e.result.as_deref().unwrap_or("")),
                 FileFailed::Missing(m) => (&m.path, m.result.as_str()),
             };
-            format!("pid {} {} {path} failed ({result})", f.pid(), f.op().as_str())
+            format!(
+                "pid {} {} {path} failed ({result})",
+                f.pid(),
+                f.op().as_str()
+            )
         }
         Record::Net(n) => format!(
             "pid {} {} {} {} {}{}",

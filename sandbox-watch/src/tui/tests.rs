@@ -17,7 +17,8 @@ const SESSION: &str = include_str!("testdata/session.jsonl");
 /// A record for the feed, from the JSON of a log line (a line without `at` gets t0's).
 fn feed(mut v: Value) -> Feed {
     if let Value::Object(m) = &mut v {
-        m.entry("at").or_insert_with(|| "2026-11-30T11:24:16Z".into());
+        m.entry("at")
+            .or_insert_with(|| "2026-11-30T11:24:16Z".into());
     }
     match crate::record::Logged::from_value(&v) {
         Some(logged) => Feed::Record(logged),
@@ -509,7 +510,11 @@ fn lists_are_capped() {
     assert_eq!(app.session.files.entries.len() as u64, detailed + 1);
     press(&mut app, KeyCode::Char('2'));
     let term = draw(&mut app, 80, 24);
-    assert!(selected_line(&term).contains("/data/"), "{}", selected_line(&term));
+    assert!(
+        selected_line(&term).contains("/data/"),
+        "{}",
+        selected_line(&term)
+    );
     assert!(text(term.backend().buffer()).contains(&format!("Files {}", detailed + 1)));
 }
 
@@ -573,14 +578,10 @@ fn filter_and_next_previous_match() {
     assert!(sel(&mut app).contains(".git/config"));
 
     // New rows that match join the filtered list as they arrive.
-    app.ingest(feed(
-        json!({"kind": "file", "pid": 4100, "op": "write",
-        "path": "/home/dev/project/new.txt", "credential": false, "persistence": false}),
-    ));
-    app.ingest(feed(
-        json!({"kind": "file", "pid": 4100, "op": "write",
-        "path": "/tmp/elsewhere", "credential": false, "persistence": false}),
-    ));
+    app.ingest(feed(json!({"kind": "file", "pid": 4100, "op": "write",
+        "path": "/home/dev/project/new.txt", "credential": false, "persistence": false})));
+    app.ingest(feed(json!({"kind": "file", "pid": 4100, "op": "write",
+        "path": "/tmp/elsewhere", "credential": false, "persistence": false})));
     app.prepare();
     assert_eq!(app.visible(View::Files).len, 6);
 
@@ -811,11 +812,9 @@ fn the_final_violations_replace_the_live_alerts() {
             "pid 4101 read credential /home/dev/.netrc (verified on ext4)",
         ),
     ] {
-        app.ingest(feed(
-            json!({"seq": seq, "at": "2026-11-30T11:24:18Z",
+        app.ingest(feed(json!({"seq": seq, "at": "2026-11-30T11:24:18Z",
             "kind": "violation", "violation": if pid == 4200 { "outside" } else { "credential" },
-            "pid": pid, "summary": summary}),
-        ));
+            "pid": pid, "summary": summary})));
     }
     let s = screen(&mut app, 120, 36);
     let rows: Vec<&str> = s.lines().filter(|l| l.starts_with('+')).collect();

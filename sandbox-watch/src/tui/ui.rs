@@ -619,7 +619,11 @@ fn build_row(
             })
         }
         View::Network => {
-            let r = app.session.network.entries.get(usize::try_from(key).ok()?)?;
+            let r = app
+                .session
+                .network
+                .entries
+                .get(usize::try_from(key).ok()?)?;
             let mut result = if r.listening_at_end == Some(true) {
                 "listening".to_string()
             } else {

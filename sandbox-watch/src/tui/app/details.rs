@@ -84,7 +84,11 @@ impl App {
                     record_lines(later, first, &mut lines);
                 }
                 Some(Details {
-                    title: format!("network {} {}", r.op.as_str(), crate::tui::model::net_dest(r)),
+                    title: format!(
+                        "network {} {}",
+                        r.op.as_str(),
+                        crate::tui::model::net_dest(r)
+                    ),
                     lines,
                     scroll: 0,
                 })
@@ -127,9 +131,18 @@ impl App {
 
     fn process_line(&self, pid: Option<u32>) -> Vec<String> {
         let Some(pid) = pid else { return vec![] };
-        let newest = self.session.processes.list.iter().rev().find(|p| p.pid == pid);
+        let newest = self
+            .session
+            .processes
+            .list
+            .iter()
+            .rev()
+            .find(|p| p.pid == pid);
         match newest {
-            Some(p) => vec![format!("process: pid {pid} {}", proc_argv(p)), String::new()],
+            Some(p) => vec![
+                format!("process: pid {pid} {}", proc_argv(p)),
+                String::new(),
+            ],
             None => vec![format!("process: pid {pid}"), String::new()],
         }
     }

@@ -79,10 +79,7 @@ impl App {
                 self.procs.touched(&self.session.processes, i, &raw);
                 let p = &self.session.processes.list[i];
                 if self.session.processes.verdict(p) == Verdict::Outside {
-                    let netns = p
-                        .netns
-                        .map(|n| format!(" (netns {n})"))
-                        .unwrap_or_default();
+                    let netns = p.netns.map(|n| format!(" (netns {n})")).unwrap_or_default();
                     let summary = format!(
                         "pid {} `{}` ran outside the agent's network namespace{netns}",
                         p.pid,
@@ -301,4 +298,3 @@ impl App {
         });
     }
 }
-
