@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => cli::run(a),
         Some(Command::Attach(a)) => cli::attach(a),
         Some(Command::Container(a)) => cli::container(a),
-        Some(Command::Verify { log }) => Ok(cli::verify(&log)),
+        Some(Command::Verify { log, head, records }) => Ok(cli::verify(
+            &log,
+            &sandbox_watch::output::verify::Anchor { head, records },
+        )),
         Some(Command::Replay(a)) => cli::replay(a),
     };
     match result {

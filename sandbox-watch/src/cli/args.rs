@@ -41,9 +41,20 @@ pub enum Command {
     /// ended; 1: a record changed, removed, inserted or reordered (the first bad seq is named),
     /// or not a log; 5: intact but without its end record (the monitor was killed, or records
     /// were cut from the end).
+    ///
+    /// A rewritten log can be rechained so that the chain alone looks intact: give the anchor
+    /// the capture printed on its stderr (`log L: N records, head H`), which the agent could
+    /// not edit, and a log changed after it fails (exit 1).
     Verify {
         /// The evidence log (JSONL) written by --log.
         log: PathBuf,
+        /// The full hash of the last record, as the capture printed it at its end (or at a
+        /// checkpoint, with the records then): the log must end with exactly that record.
+        #[arg(long, value_name = "HASH")]
+        head: Option<String>,
+        /// How many records the log must have (the count printed with the head).
+        #[arg(long, value_name = "N")]
+        records: Option<u64>,
     },
     /// The TUI again on a recorded log (headless: the report and summary rebuilt from it),
     /// after checking its hash chain.
