@@ -109,21 +109,25 @@ pub(super) fn conclude(
 ) -> crate::error::Result<u8> {
     if let Some(path) = &args.report {
         // Streamed: a report of a million entries is never one string in memory.
-        let write = || -> std::io::Result<()> {
-            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        // A new file renamed over the path: whatever the agent put there (a symbolic link to
+        // /etc/shadow, a FIFO) is replaced, never written through.
+        crate::output::safe_file::replace(path, |f| {
+            let mut out = std::io::BufWriter::new(f);
             serde_json::to_writer_pretty(&mut out, report)?;
             out.flush()
-        };
-        write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        })
+        .map_err(|e| anyhow::anyhow!("--report {}: {e}", path.display()))?;
     }
     let summary = report.summary();
     if let Some(path) = summary_path(args) {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        f.write_all(summary.as_bytes())?;
+        // Never through a symbolic link, never waiting on a FIFO, never into a hard link.
+        if let Err(e) = crate::output::safe_file::append(&path, summary.as_bytes()) {
+            eprintln!(
+                "sandbox-watch: {} {}: {e}; the summary was not written there",
+                summary_option(args),
+                path.display()
+            );
+        }
     }
     let _ = std::io::stderr().write_all(summary.as_bytes());
     let failed: Vec<&report::Violation> = match &args.fail_on {

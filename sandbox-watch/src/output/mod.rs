@@ -2,4 +2,5 @@ pub mod evidence;
 pub mod ocsf;
 pub mod ocsf_out;
 pub mod report;
+pub mod safe_file;
 pub mod verify;
