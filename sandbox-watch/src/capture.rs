@@ -135,7 +135,9 @@ pub struct Capture {
     ring: Option<RingBuf<MapData>>,
     /// Print the log's anchor to stderr (not while the TUI owns the terminal).
     pub anchors: bool,
-    /// How often the anchor is printed (and, with a key, a signed checkpoint written).
+    /// The start record as logged (sent again to a TUI started later).
+    start_logged: Option<Logged>,
+    /// How often the anchor is printed (headless).
     pub checkpoint: Duration,
 }
 
@@ -186,6 +188,7 @@ impl Capture {
             ring: None,
             anchors: true,
             checkpoint: Duration::from_secs(10),
+            start_logged: None,
         }
     }
 
@@ -236,6 +239,9 @@ impl Capture {
         {
             ocsf.push(event);
         }
+        if matches!(logged.record, Record::Start(_)) {
+            self.start_logged = Some(logged.clone());
+        }
         if let Some(feed) = &self.feed {
             let _ = feed.try_send(crate::tui::Feed::Record(logged));
         }
@@ -258,7 +264,14 @@ impl Capture {
     /// The first record: what is watched and how. Written (and flushed) before anything is
     /// traced or the agent released, so a kill of the monitor at any moment leaves a log that
     /// `verify` calls unended, never "not a log"; its hash goes to stderr.
+    /// Called again (once the TUI's feed exists) it only hands the TUI the record written.
     pub fn log_start(&mut self) {
+        if let Some(logged) = &self.start_logged {
+            if let Some(feed) = &self.feed {
+                let _ = feed.try_send(crate::tui::Feed::Record(logged.clone()));
+            }
+            return;
+        }
         let start = Start {
             target: self.target(),
             probe: self.probe_info(),
@@ -321,9 +334,7 @@ impl Capture {
             Mode::Run { command, pid } => record::target("run", command.clone(), Some(*pid)),
             Mode::Container { id, cgroup } => record::container_target(id.clone(), cgroup.clone()),
             // The attached process's own command line (read from /proc, redacted).
-            Mode::Attach { pid, command } => {
-                record::target("attach", command.clone(), Some(*pid))
-            }
+            Mode::Attach { pid, command } => record::target("attach", command.clone(), Some(*pid)),
         }
     }
 
@@ -654,6 +665,7 @@ impl Capture {
         end.network = concluded.network.len();
         end.violations = concluded.violations.len();
         self.emit(end_ns, Record::End(end));
+        self.anchor("end");
         if let Some(ocsf) = self.ocsf.as_mut()
             && let Err(e) = ocsf.flush()
         {

@@ -6,8 +6,7 @@
 use aya_ebpf::{
     helpers::generated::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_current_uid_gid,
-        bpf_probe_read_kernel_str, bpf_probe_read_user,
+        bpf_get_current_uid_gid, bpf_probe_read_kernel_str, bpf_probe_read_user,
     },
     macros::raw_tracepoint,
     programs::RawTracePointContext,

@@ -60,7 +60,9 @@ fn monitor_tgid() -> u32 {
 pub fn thread_started(parent_tgid: u32, child: Ptr) {
     if parent_tgid == monitor_tgid()
         && unsafe { sw_task_tgid(child) } == parent_tgid
-        && MON_TIDS.insert(unsafe { sw_task_pid(child) }, 1, 0).is_err()
+        && MON_TIDS
+            .insert(unsafe { sw_task_pid(child) }, 1, 0)
+            .is_err()
     {
         crate::count_fail(fails::MON_TIDS);
     }

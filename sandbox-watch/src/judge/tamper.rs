@@ -115,8 +115,23 @@ pub fn signal_name(sig: u64) -> String {
 /// /proc/PID entries that show nothing of the monitor's memory, descriptors or environment:
 /// what ps, top and pgrep read.
 const HARMLESS_PROC: &[&str] = &[
-    "stat", "status", "cmdline", "comm", "statm", "cgroup", "limits", "oom_score", "oom_adj",
-    "oom_score_adj", "loginuid", "sessionid", "wchan", "sched", "schedstat", "io", "task",
+    "stat",
+    "status",
+    "cmdline",
+    "comm",
+    "statm",
+    "cgroup",
+    "limits",
+    "oom_score",
+    "oom_adj",
+    "oom_score_adj",
+    "loginuid",
+    "sessionid",
+    "wchan",
+    "sched",
+    "schedstat",
+    "io",
+    "task",
 ];
 
 /// The first component of a /proc path after the pid (and after `task/TID`): what of the
@@ -172,9 +187,15 @@ pub fn judge(own: &Own, t: &decode::Tamper) -> Option<Tamper> {
             out.op = op.into();
             out.target = Some(t.target);
             out.summary = if op == "ptrace" {
-                format!("pid {pid} called ptrace({what}) on the monitor (thread {})", t.target)
+                format!(
+                    "pid {pid} called ptrace({what}) on the monitor (thread {})",
+                    t.target
+                )
             } else {
-                format!("pid {pid} called {op} on the monitor (thread {}): {what} of the monitor", t.target)
+                format!(
+                    "pid {pid} called {op} on the monitor (thread {}): {what} of the monitor",
+                    t.target
+                )
             };
             out.what = Some(what);
         }
@@ -239,8 +260,14 @@ mod tests {
     #[test]
     fn proc_entries_are_named_after_the_pid() {
         assert_eq!(proc_entry("/proc/77/mem", 77).as_deref(), Some("mem"));
-        assert_eq!(proc_entry("/proc/77/task/78/maps", 77).as_deref(), Some("maps"));
-        assert_eq!(proc_entry("/tmp/p/77/fdinfo/4", 77).as_deref(), Some("fdinfo"));
+        assert_eq!(
+            proc_entry("/proc/77/task/78/maps", 77).as_deref(),
+            Some("maps")
+        );
+        assert_eq!(
+            proc_entry("/tmp/p/77/fdinfo/4", 77).as_deref(),
+            Some("fdinfo")
+        );
         assert_eq!(proc_entry("/proc/77", 77), None);
     }
 

@@ -1,5 +1,5 @@
 pub mod decode;
+pub mod guard;
 pub mod probe;
 pub mod reads;
-pub mod guard;
 pub mod sequence;

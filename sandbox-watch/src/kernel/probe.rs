@@ -356,7 +356,8 @@ impl Probe {
                 .ok_or_else(|| ProbeError::Load(format!("map {name} missing from the object")))?;
             let data = map_data(map)
                 .ok_or_else(|| ProbeError::Load(format!("map {name}: unexpected type")))?;
-            guard::freeze(data).map_err(|e| ProbeError::Load(format!("freezing map {name}: {e}")))?;
+            guard::freeze(data)
+                .map_err(|e| ProbeError::Load(format!("freezing map {name}: {e}")))?;
             frozen.push(*name);
         }
         let traced = take_map(&mut ebpf, "TRACED")?;
@@ -481,27 +482,29 @@ fn tell_the_kernel_what_is_ours(
 ) -> Result<Vec<(Object, String)>, ProbeError> {
     let err = |what: &str, e: aya::maps::MapError| ProbeError::Load(format!("{what}: {e}"));
     let objects = guard::own_objects();
-    let mut own_ids: HashMap<&mut MapData, u64, u32> =
-        HashMap::try_from(ebpf.map_mut("OWN_IDS").ok_or_else(|| {
-            ProbeError::Load("map OWN_IDS missing from the object".into())
-        })?)
-        .map_err(|e| err("map OWN_IDS", e))?;
+    let mut own_ids: HashMap<&mut MapData, u64, u32> = HashMap::try_from(
+        ebpf.map_mut("OWN_IDS")
+            .ok_or_else(|| ProbeError::Load("map OWN_IDS missing from the object".into()))?,
+    )
+    .map_err(|e| err("map OWN_IDS", e))?;
     for o in &objects {
-        own_ids.insert(o.key(), 1, 0).map_err(|e| err("OWN_IDS", e))?;
+        own_ids
+            .insert(o.key(), 1, 0)
+            .map_err(|e| err("OWN_IDS", e))?;
     }
-    let mut threads: HashMap<&mut MapData, u32, u32> =
-        HashMap::try_from(ebpf.map_mut("MON_TIDS").ok_or_else(|| {
-            ProbeError::Load("map MON_TIDS missing from the object".into())
-        })?)
-        .map_err(|e| err("map MON_TIDS", e))?;
+    let mut threads: HashMap<&mut MapData, u32, u32> = HashMap::try_from(
+        ebpf.map_mut("MON_TIDS")
+            .ok_or_else(|| ProbeError::Load("map MON_TIDS missing from the object".into()))?,
+    )
+    .map_err(|e| err("map MON_TIDS", e))?;
     for tid in guard::own_threads() {
         threads.insert(tid, 1, 0).map_err(|e| err("MON_TIDS", e))?;
     }
-    let mut files: HashMap<&mut MapData, FileKey, u32> =
-        HashMap::try_from(ebpf.map_mut("OUTPUTS").ok_or_else(|| {
-            ProbeError::Load("map OUTPUTS missing from the object".into())
-        })?)
-        .map_err(|e| err("map OUTPUTS", e))?;
+    let mut files: HashMap<&mut MapData, FileKey, u32> = HashMap::try_from(
+        ebpf.map_mut("OUTPUTS")
+            .ok_or_else(|| ProbeError::Load("map OUTPUTS missing from the object".into()))?,
+    )
+    .map_err(|e| err("map OUTPUTS", e))?;
     for key in outputs {
         files.insert(*key, 1, 0).map_err(|e| err("OUTPUTS", e))?;
     }

@@ -10,11 +10,14 @@ use sandbox_watch_common::ReadKey;
 /// while it is busy.
 pub const EXIT_HARVEST: usize = 256;
 
+/// One file a process read: its (dev, ino) and the file entry it counts in.
+type InodeEntry = (u32, u64, usize);
+
 #[derive(Default)]
 pub struct ReadCounts {
     /// The inodes each process (tgid, start) read and their entries: 16 bytes a read, the only
     /// per-read memory past the fold.
-    inodes: HashMap<(u32, u64), Vec<(u32, u64, usize)>>,
+    inodes: HashMap<(u32, u64), Vec<InodeEntry>>,
     /// Opens the kernel counted but did not send, by file entry.
     extra: HashMap<usize, u64>,
 }

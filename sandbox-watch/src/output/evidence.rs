@@ -100,6 +100,11 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
+    /// The open file's metadata (its inode, for the kernel's list of the monitor's files).
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     /// Creates the file with mode 0600, never following a symlink at `path` (O_NOFOLLOW; a
     /// symlink is [`LogError::Symlink`]), refusing an existing file (O_EXCL) unless `force`, in
     /// which case an existing regular file is truncated (still never through a symlink) and

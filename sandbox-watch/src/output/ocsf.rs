@@ -120,9 +120,7 @@ pub fn to_ocsf_on_host(
         | Record::Listening(_)
         | Record::Violation(_)
         | Record::Tamper(_)
-        | Record::Checkpoint(_)
-        | Record::End(_)
-        | Record::Seal(_) => return None,
+        | Record::End(_) => return None,
     };
     event.finish(&obj, rest, product_version, hostname);
     Some(Value::Object(event.out))

@@ -14,6 +14,11 @@ pub struct OcsfWriter {
 }
 
 impl OcsfWriter {
+    /// The open file's metadata (its inode, for the kernel's list of the monitor's files).
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     /// Creates the file (mode 0600), never through a symlink, refusing an existing file unless
     /// `force`.
     pub fn create(path: &Path, force: bool) -> Result<OcsfWriter, crate::error::Usage> {

@@ -360,7 +360,9 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     if lost > 0 {
         let mut by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
         if let Some(n) = parts.failed_inserts.get("TRACED") {
-            by.push(format!("{n} processes not followed (the traced set was full)"));
+            by.push(format!(
+                "{n} processes not followed (the traced set was full)"
+            ));
         }
         let how = match &parts.sequence {
             Some(s) => format!(

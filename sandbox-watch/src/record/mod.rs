@@ -56,12 +56,8 @@ pub enum Record {
     /// The agent acted on its monitor (bpf(2), ptrace, a signal, its files), or the record
     /// shows that something was taken from it: a `tamper` violation. Written as it arrives.
     Tamper(Tamper),
-    /// `--sign-key`: a signature over the log so far (every `--checkpoint` seconds).
-    Checkpoint(Signed),
     /// The last record: the counts.
     End(End),
-    /// `--sign-key`: after `end`, the signature over the whole log.
-    Seal(Signed),
 }
 
 impl Record {
@@ -82,9 +78,7 @@ impl Record {
             Record::Listening(_) => "listening",
             Record::Violation(_) => "violation",
             Record::Tamper(_) => "tamper",
-            Record::Checkpoint(_) => "checkpoint",
             Record::End(_) => "end",
-            Record::Seal(_) => "seal",
         }
     }
 
@@ -103,11 +97,7 @@ impl Record {
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
             Record::Tamper(t) => t.pid,
-            Record::Start(_)
-            | Record::FileHash(_)
-            | Record::Checkpoint(_)
-            | Record::End(_)
-            | Record::Seal(_) => None,
+            Record::Start(_) | Record::FileHash(_) | Record::End(_) => None,
         }
     }
 
@@ -206,6 +196,8 @@ pub struct Exit {
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
+// Few and short-lived (one per failed delete or rename): boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum FileFailed {
     Entry(FileEntry),
     Missing(Missing),
@@ -349,26 +341,6 @@ pub struct Tamper {
     pub path: Option<String>,
     /// The line a person reads.
     pub summary: String,
-}
-
-/// A signature over the log up to the record before this one: `records` records whose last
-/// one's hash is `head`, signed with Ed25519 over [`Signed::message`].
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Signed {
-    pub records: u64,
-    pub head: String,
-    /// The signature, lower-case hex (64 bytes).
-    pub sig: String,
-    /// The public key, lower-case hex (32 bytes), for the reader; `verify --pubkey` checks
-    /// against the key it is given, never against this one.
-    pub key: String,
-}
-
-impl Signed {
-    /// The bytes signed: they name the log's length and last hash, nothing else.
-    pub fn message(records: u64, head: &str) -> String {
-        format!("sandbox-watch seal v1\nrecords {records}\nhead {head}\n")
-    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -119,7 +119,6 @@ impl Session {
                 self.tampered(t);
                 Applied::Other
             }
-            Record::Checkpoint(_) | Record::Seal(_) => Applied::Other,
             Record::End(e) => {
                 self.end = Some(e.clone());
                 self.ended_at = Some(at);

@@ -36,6 +36,8 @@ use pty::AgentIo;
 
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
+// Nearly every message is a record: boxing it would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
     Record(crate::record::Logged),
@@ -154,6 +156,7 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+#[allow(clippy::large_enum_variant)]
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,

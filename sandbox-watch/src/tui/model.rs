@@ -452,8 +452,6 @@ pub(crate) fn summarize(r: &Record) -> String {
         ),
         Record::Violation(v) => v.summary.clone(),
         Record::Tamper(t) => format!("TAMPER: {}", t.summary),
-        Record::Checkpoint(c) => format!("signed checkpoint: {} records, head {}", c.records, c.head),
-        Record::Seal(c) => format!("signed seal: {} records, head {}", c.records, c.head),
         Record::FileHash(h) => match (&h.sha256, &h.sha256_skipped) {
             (Some(sum), _) => format!("{} at the end: sha256 {sum}", h.path),
             (None, Some(why)) => format!("{} at the end: not hashed, {why}", h.path),
