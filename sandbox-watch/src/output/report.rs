@@ -206,7 +206,12 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         coverage: Coverage {
             events: p.events,
             lost,
-            complete: lost == 0 && p.undecodable == 0 && duplicates == 0,
+            // Nothing lost (what the hooks cannot see is in probe.gaps). Logs from before the
+            // sequence numbers meant that and "no gaps" together: they replay as they did.
+            complete: match &p.sequence {
+                Some(_) => lost == 0 && p.undecodable == 0 && duplicates == 0,
+                None => lost == 0 && p.probe.gaps.is_empty() && p.undecodable == 0,
+            },
             lost_by_kind: p.lost_by_kind,
             undecodable: p.undecodable,
             sequence: p.sequence,
