@@ -10,7 +10,8 @@ use crate::output::verify::{self, Verdict};
 use crate::{replay, tui};
 
 /// `verify LOG [--head H] [--records N]`: the status is the verdict's (0 intact and ended, 1
-/// tampered, 5 unended); 1 as well when the log does not match the anchor given.
+/// tampered, 5 unended); 1 as well when the log does not match the anchor given; 2 when the log
+/// cannot be read.
 pub fn verify(log: &Path, anchor: &verify::Anchor) -> u8 {
     match verify::verify_with_head(log) {
         Ok((v, head)) => {
@@ -26,9 +27,13 @@ pub fn verify(log: &Path, anchor: &verify::Anchor) -> u8 {
             }
             v.exit_code()
         }
+        // No such file, a directory, no permission: the argument is wrong, as for `replay`.
         Err(e) => {
-            eprintln!("{}: cannot read: {e}", log.display());
-            exit::OTHER
+            eprintln!(
+                "{}: cannot read: {e}; give the path of a log written by --log",
+                log.display()
+            );
+            exit::USAGE
         }
     }
 }
@@ -68,7 +73,7 @@ pub fn replay(args: ReplayArgs) -> Result<u8> {
         };
         runtime()?.block_on(tui::replay(args.log.clone(), options))?;
     }
-    let code = conclude(&args.out, &replayed.report, 0)?;
+    let code = conclude(&args.out, &replayed.report, None, 0)?;
     match problem {
         Some(true) => {
             eprintln!(
