@@ -276,6 +276,49 @@ impl Capture {
         applied
     }
 
+    /// The log and the OCSF export, deleted, moved, replaced or truncated by someone (the
+    /// open hook sees none of that): a `tamper` record for each change, once. The pid is that
+    /// of the last delete or rename of the path the session has, if any.
+    fn check_outputs(&mut self, at_ns: u64) {
+        let mut changes = Vec::new();
+        if let Some(log) = self.log.as_mut() {
+            let path = log.resolved_path().display().to_string();
+            changes.extend(log.changes().into_iter().map(|c| (c, path.clone())));
+        }
+        if let Some(ocsf) = self.ocsf.as_mut() {
+            let path = ocsf.resolved_path().display().to_string();
+            changes.extend(ocsf.changes().into_iter().map(|c| (c, path.clone())));
+        }
+        for (change, path) in changes {
+            let pid = self
+                .session
+                .files
+                .entries
+                .iter()
+                .rev()
+                .find(|f| {
+                    matches!(
+                        f.op,
+                        crate::record::words::Op::Delete | crate::record::words::Op::Rename
+                    ) && (f.path == path || f.new_path.as_deref() == Some(path.as_str()))
+                })
+                .map(|f| f.pid);
+            let t = Tamper {
+                pid,
+                op: "output".into(),
+                monitor: true,
+                what: Some(change.what.into()),
+                target: None,
+                path: Some(path),
+                summary: match pid {
+                    Some(pid) => format!("{} (pid {pid} renamed or deleted it)", change.summary),
+                    None => change.summary,
+                },
+            };
+            self.emit(at_ns, Record::Tamper(t));
+        }
+    }
+
     fn flush(&mut self) {
         if let Some(log) = self.log.as_mut()
             && let Err(e) = log.flush()
@@ -552,6 +595,9 @@ impl Capture {
                         // SAFETY: malloc_trim only releases free heap memory.
                         unsafe { libc::malloc_trim(0) };
                     }
+                    if ticks.is_multiple_of(10) {
+                        self.check_outputs(self.clock.boot_now());
+                    }
                     if ticks.is_multiple_of(10)
                         && let Some(feed) = &self.feed
                     {
@@ -690,6 +736,8 @@ impl Capture {
         for t in sequence_tamper(&sequence) {
             self.emit(end_ns, Record::Tamper(t));
         }
+        self.flush();
+        self.check_outputs(end_ns);
         let not_followed = failed_inserts.get("TRACED").copied().unwrap_or(0);
         let mut end = End {
             events: self.events,

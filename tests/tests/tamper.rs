@@ -278,3 +278,81 @@ fn thousands_of_threads_in_connect_hide_nothing() {
         "the unlink is missing"
     );
 }
+
+/// The log and the OCSF export taken away or cut through their paths (rm, mv away, another
+/// file moved over the log, truncate(2)): none of these opens the file, so before, nothing was
+/// recorded (exit 0 with `--fail-on tamper`, "no violations"). Now each is a tamper violation
+/// naming the file and what was done, with the pid of the rm or mv when the session saw it.
+#[test]
+fn outputs_deleted_moved_replaced_or_truncated_are_tamper() {
+    let cases = [
+        ("log", "deleted", "rm -f \"$LOG\""),
+        ("log", "renamed away", "mv \"$LOG\" \"$LOG.away\""),
+        (
+            "log",
+            "another file was put at",
+            "echo forged >\"$LOG.new\"; mv \"$LOG.new\" \"$LOG\"",
+        ),
+        (
+            "log",
+            "truncated",
+            "python3 -c 'import os, sys; os.truncate(sys.argv[1], 0)' \"$LOG\"",
+        ),
+        ("ocsf", "renamed away", "mv \"$OCSF\" \"$OCSF.away\""),
+    ];
+    for (file, said, act) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (report, log, ocsf) = (
+            dir.path().join("report.json"),
+            dir.path().join("log.jsonl"),
+            dir.path().join("ocsf.jsonl"),
+        );
+        // The agent acts, then goes on a little (the capture checks its outputs as it runs).
+        let script = format!("{act}; sleep 0.2; cat /etc/hostname >/dev/null");
+        let out = command()
+            .args([
+                "run",
+                "--headless",
+                "--linger",
+                "0.3",
+                "--fail-on",
+                "tamper",
+            ])
+            .arg("--report")
+            .arg(&report)
+            .arg("--log")
+            .arg(&log)
+            .arg("--ocsf")
+            .arg(&ocsf)
+            .args(["--", "sh", "-c", &script])
+            .env("LOG", &log)
+            .env("OCSF", &ocsf)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{act}: {stderr}");
+        let text = std::fs::read_to_string(&report).unwrap();
+        let typed: Report = serde_json::from_str(&text).unwrap();
+        let name = if file == "log" {
+            "log.jsonl"
+        } else {
+            "ocsf.jsonl"
+        };
+        let t: Vec<&Violation> = typed
+            .violations
+            .iter()
+            .filter(|v| v.kind == ViolationKind::Tamper)
+            .collect();
+        let hit = t
+            .iter()
+            .find(|v| v.summary.contains(said) && v.summary.contains(name))
+            .unwrap_or_else(|| panic!("{act}: no tamper violation saying {said:?}: {t:#?}"));
+        // rm and mv are file records of the session: the violation names who.
+        if !act.starts_with("python3") {
+            assert!(
+                hit.summary.contains("renamed or deleted it"),
+                "{act}: the pid of the rm or mv is not named: {hit:#?}"
+            );
+        }
+    }
+}

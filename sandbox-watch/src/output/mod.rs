@@ -5,3 +5,4 @@ pub mod otlp;
 pub mod report;
 pub mod safe_file;
 pub mod verify;
+pub mod watch;
