@@ -51,11 +51,28 @@ pub enum EventKind {
     /// An execve or execveat that failed (the error from the syscall's exit; the path and
     /// argv read from the caller's memory).
     ExecFailed = 40,
+    // 10–19: the agent acting on its monitor (issue 13). All are a [`TamperEvent`]; each is
+    // sent at the syscall's entry (before it takes effect) and wakes the reader at once.
+    /// A bpf(2) call by a traced task (the command, and the object it names when it names one).
+    Bpf = 10,
+    /// bpf(2) gave a traced task a descriptor of one of the monitor's own maps, programs or
+    /// links (at the exit of `*_GET_FD_BY_ID` and `OBJ_GET`: the object of the returned fd).
+    BpfFd = 11,
+    /// ptrace, process_vm_readv or process_vm_writev aimed at a thread of the monitor.
+    TraceAccess = 12,
+    /// pidfd_open or pidfd_getfd aimed at the monitor.
+    Pidfd = 13,
+    /// A signal to the monitor (any sender's syscall, or the kernel on its behalf), or a kill
+    /// call aimed at it (signal 0 included).
+    Signal = 14,
+    /// An open of the monitor's own files: its `/proc/PID/...` entries or one of its outputs
+    /// (by inode, whatever the path). Tail: the walked path, as a `FileEvent`'s.
+    MonitorFile = 15,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 18] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -65,8 +82,14 @@ impl EventKind {
         Self::Net,
         Self::OpenFailed,
         Self::Link,
-        Self::Output,
+        Self::Bpf,
+        Self::BpfFd,
+        Self::TraceAccess,
+        Self::Pidfd,
+        Self::Signal,
+        Self::MonitorFile,
         Self::ExecFailed,
+        Self::Output,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -82,6 +105,12 @@ impl EventKind {
             9 => Self::Link,
             45 => Self::Output,
             40 => Self::ExecFailed,
+            10 => Self::Bpf,
+            11 => Self::BpfFd,
+            12 => Self::TraceAccess,
+            13 => Self::Pidfd,
+            14 => Self::Signal,
+            15 => Self::MonitorFile,
             _ => return None,
         })
     }
@@ -99,6 +128,12 @@ impl EventKind {
             Self::Link => "link",
             Self::Output => "output",
             Self::ExecFailed => "exec_failed",
+            Self::Bpf => "bpf",
+            Self::BpfFd => "bpf_fd",
+            Self::TraceAccess => "trace_access",
+            Self::Pidfd => "pidfd",
+            Self::Signal => "signal",
+            Self::MonitorFile => "monitor_file",
         }
     }
 
@@ -117,6 +152,12 @@ impl EventKind {
             Self::Link => core::mem::size_of::<FileEvent>(),
             Self::Output => core::mem::size_of::<OutputEvent>(),
             Self::ExecFailed => core::mem::size_of::<ExecFailedEvent>(),
+            Self::Bpf
+            | Self::BpfFd
+            | Self::TraceAccess
+            | Self::Pidfd
+            | Self::Signal
+            | Self::MonitorFile => core::mem::size_of::<TamperEvent>(),
         }
     }
 }
@@ -168,7 +209,13 @@ const _: () = {
             | EventKind::OpenFailed
             | EventKind::Link
             | EventKind::Output
-            | EventKind::ExecFailed => 10,
+            | EventKind::ExecFailed
+            | EventKind::Bpf
+            | EventKind::BpfFd
+            | EventKind::TraceAccess
+            | EventKind::Pidfd
+            | EventKind::Signal
+            | EventKind::MonitorFile => 18,
         }
     }
     assert!(
@@ -226,6 +273,10 @@ pub struct EventHeader {
     /// Start time (boot clock, ns) of the thread group leader: with `tgid` it names one
     /// process even when pids are reused.
     pub start_ns: u64,
+    /// The kernel's global sequence number (map `SEQ`), taken just before the record is put
+    /// in the ring: 0, 1, 2, … over every record of every kind, so a record that never
+    /// arrives leaves a hole, whatever a drop counter says.
+    pub seq: u64,
 }
 
 /// A new process (not a new thread) whose parent is traced.
@@ -436,6 +487,92 @@ pub struct OutputEvent {
     /// The syscall that wrote: one of `OUTPUT_VIA_*`.
     pub via: u32,
     pub _pad: u32,
+/// [`TamperEvent::call`]: the system call (or hook) that made the record.
+pub mod tamper {
+    /// bpf(2), at its entry.
+    pub const BPF: u32 = 1;
+    /// bpf(2), at its exit: the descriptor it returned.
+    pub const BPF_FD: u32 = 2;
+    pub const PTRACE: u32 = 3;
+    pub const PROCESS_VM_READV: u32 = 4;
+    pub const PROCESS_VM_WRITEV: u32 = 5;
+    pub const PIDFD_OPEN: u32 = 6;
+    pub const PIDFD_GETFD: u32 = 7;
+    pub const PIDFD_SEND_SIGNAL: u32 = 8;
+    pub const KILL: u32 = 9;
+    pub const TKILL: u32 = 10;
+    pub const TGKILL: u32 = 11;
+    /// The kernel generated a signal for the monitor (`signal:signal_generate`), whatever
+    /// the syscall (kill, a process group, ptrace's stop, an i386 kill…).
+    pub const SIGNAL_GENERATE: u32 = 12;
+    /// An open (MonitorFile).
+    pub const OPEN: u32 = 13;
+
+    /// The kind of BPF object in [`super::TamperEvent::detail`] (and in `OWN_IDS` keys).
+    pub const OBJ_MAP: u64 = 1;
+    pub const OBJ_PROG: u64 = 2;
+    pub const OBJ_LINK: u64 = 3;
+
+    /// MonitorFile's [`super::TamperEvent::detail`]: what of the monitor's was opened.
+    pub const FILE_PROC: u64 = 1;
+    pub const FILE_OUTPUT: u64 = 2;
+}
+
+/// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19).
+///
+/// `monitor` is 1 when the kernel found that the call names the monitor: one of its threads
+/// (by number, only when the caller is in the monitor's pid namespace; or by pidfd), one of
+/// its BPF objects (`OWN_IDS`), one of its files. Tail (MonitorFile only): `path_len` bytes of
+/// the path walked from the `struct file` (components leaf first, each ended by NUL).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TamperEvent {
+    pub header: EventHeader,
+    /// A [`tamper`] call constant.
+    pub call: u32,
+    pub monitor: u32,
+    /// bpf: the command; ptrace: the request; a signal: its number; MonitorFile: `f_mode`.
+    pub code: u64,
+    /// The process aimed at (ptrace, process_vm_*, pidfd_*, kill: the number given; a
+    /// signal: the target's thread group; MonitorFile of /proc: the pid the entry belongs to),
+    /// or the BPF object's id.
+    pub target: u64,
+    /// bpf: the object's kind (`tamper::OBJ_*`, 0 none); a signal: the target thread;
+    /// pidfd_getfd: the descriptor asked for; MonitorFile: `tamper::FILE_*`.
+    pub detail: u64,
+    /// bpf: the first 16 bytes of `attr` as the caller gave them (user memory: a detail, the
+    /// decision above is made on kernel objects where there are any).
+    pub attr: [u64; 2],
+    /// MonitorFile: the file.
+    pub ino: u64,
+    pub magic: u64,
+    pub dev: u32,
+    /// signal_generate's result (0 delivered, 1 ignored, 2 already pending, …).
+    pub result: i32,
+    pub path_len: u32,
+    pub flags: u32,
+}
+
+/// Key of the loader's `OUTPUTS` map: a file the monitor writes (or reads a secret from).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+}
+
+/// Slots of the kernel's `FAILS` counters: a map insert that failed.
+pub mod fails {
+    /// A traced process's child (or a task found in the container's cgroup) could not be
+    /// added to `TRACED`: that process and what it starts are not followed.
+    pub const TRACED: u32 = 0;
+    /// A read could not be entered in `READS`: it was sent anyway (nothing lost), later
+    /// opens of that file are sent again instead of counted.
+    pub const READS: u32 = 1;
+    /// A monitor thread could not be added to `MON_TIDS`.
+    pub const MON_TIDS: u32 = 2;
+    pub const SLOTS: u32 = 4;
 }
 
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
@@ -474,6 +611,10 @@ pub mod globals {
     /// Container mode: the cgroup id whose tasks are traced (0 = off), and its level.
     pub const CGROUP_ID: &str = "CGROUP_ID";
     pub const CGROUP_LEVEL: &str = "CGROUP_LEVEL";
+    /// The monitor's own thread group id and the inode of its pid namespace: a number given
+    /// to kill or ptrace names the monitor only in that namespace.
+    pub const MONITOR_TGID: &str = "MONITOR_TGID";
+    pub const MONITOR_PIDNS: &str = "MONITOR_PIDNS";
 }
 
 #[cfg(feature = "user")]
@@ -489,4 +630,6 @@ mod user {
     unsafe impl aya::Pod for NetEvent {}
     unsafe impl aya::Pod for OutputEvent {}
     unsafe impl aya::Pod for ExecFailedEvent {}
+    unsafe impl aya::Pod for TamperEvent {}
+    unsafe impl aya::Pod for FileKey {}
 }

@@ -4,6 +4,8 @@ use core::ffi::c_void;
 pub type Ptr = *const c_void;
 
 unsafe extern "C" {
+    /// Atomically adds 1 to `*counter` and returns the value before (BPF v3 atomics).
+    pub fn sw_fetch_add(counter: *mut u64) -> u64;
     pub fn sw_task_tgid(task: Ptr) -> u32;
     pub fn sw_task_ppid(task: Ptr) -> u32;
     pub fn sw_task_start_ns(task: Ptr) -> u64;
@@ -43,7 +45,15 @@ unsafe extern "C" {
     pub fn sw_sk_local_addr(sk: Ptr, out: *mut u8);
     pub fn sw_sk_remote_addr(sk: Ptr, out: *mut u8);
     pub fn sw_syscall_args(args: *mut u64);
+    pub fn sw_task_pid(task: Ptr) -> u32;
+    pub fn sw_task_own_pidns(task: Ptr) -> u32;
+    pub fn sw_fd_bpf_object(task: Ptr, fd: u32, id: *mut u32) -> u32;
+    pub fn sw_fd_pidfd_pid(task: Ptr, fd: u32) -> u32;
+    pub fn sw_file_proc_pid(file: Ptr) -> u32;
 }
+
+/// `s_magic` of procfs.
+pub const PROC_SUPER_MAGIC: u64 = 0x9fa0;
 
 /// Set in the length a path walk returns when the path was cut.
 pub const WALK_TRUNCATED: u32 = 1 << 31;

@@ -140,13 +140,16 @@ fn burst_of_500_execs_is_complete() {
     seen.sort();
     assert_eq!(seen, (0..500).collect::<Vec<u32>>(), "every exec once");
     assert_eq!(r.report["coverage"]["lost"], 0);
-    // Complete unless this kernel's hooks have gaps (the io_uring gap where fentry is refused).
-    let gaps = r.report["probe"]["gaps"].as_array().unwrap();
+    // Complete: nothing lost (what this kernel's hooks cannot see is listed apart, in
+    // probe.gaps, issue 13), and the sequence numbers agree.
     assert_eq!(
-        r.report["coverage"]["complete"],
-        gaps.is_empty(),
-        "{gaps:?}"
+        r.report["coverage"]["complete"], true,
+        "{:#}",
+        r.report["coverage"]
     );
+    let seq = &r.report["coverage"]["sequence"];
+    assert_eq!(seq["missing"], 0, "{seq:#}");
+    assert_eq!(seq["numbered"], seq["received"], "{seq:#}");
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub struct Options {
     pub no_peers: bool,
     /// Only the captures of about 1,000,000 records, at full size.
     pub memory_only: bool,
+    /// Another sandbox-watch binary run traced and outside in the same rounds.
+    pub baseline: Option<PathBuf>,
 }
 
 /// The issue's targets (issue 8): ratios to the unmonitored run, and memory.
@@ -148,6 +150,8 @@ impl Sizes {
 /// The programs and the scratch directory.
 struct Ctx {
     sw: PathBuf,
+    /// `--baseline`: the other sandbox-watch binary.
+    baseline: Option<PathBuf>,
     helper: PathBuf,
     open_storm: PathBuf,
     python: String,
@@ -313,8 +317,11 @@ ls -R . > /dev/null
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Cond {
     Unmonitored,
+    Floor,
     Traced,
     Outside,
+    BaseTraced,
+    BaseOutside,
     Strace,
     Bpftrace,
     Auditd,
@@ -324,8 +331,11 @@ impl Cond {
     fn key(self) -> &'static str {
         match self {
             Cond::Unmonitored => "unmonitored",
+            Cond::Floor => "floor",
             Cond::Traced => "traced",
             Cond::Outside => "outside",
+            Cond::BaseTraced => "baseline_traced",
+            Cond::BaseOutside => "baseline_outside",
             Cond::Strace => "strace",
             Cond::Bpftrace => "bpftrace",
             Cond::Auditd => "auditd",
@@ -335,8 +345,11 @@ impl Cond {
     fn label(self) -> &'static str {
         match self {
             Cond::Unmonitored => "unmonitored",
+            Cond::Floor => "floor (no-op tp)",
             Cond::Traced => "traced (run)",
             Cond::Outside => "outside (attach)",
+            Cond::BaseTraced => "baseline traced",
+            Cond::BaseOutside => "baseline outside",
             Cond::Strace => "strace -f",
             Cond::Bpftrace => "bpftrace",
             Cond::Auditd => "auditd",
@@ -799,8 +812,22 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
         .find(|p| Path::new(p).exists())
         .unwrap_or("python3")
         .to_string();
+    if let Some(b) = &opts.baseline {
+        let ok = Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            bail!(
+                "--baseline {}: not a sandbox-watch binary that runs (`{0} --version` failed); \
+                 give the path of another build, e.g. /work/main/target/release/sandbox-watch",
+                b.display()
+            );
+        }
+    }
     let mut ctx = Ctx {
         sw: release.join("sandbox-watch"),
+        baseline: opts.baseline.clone(),
         helper: release.join("bench-helper"),
         open_storm: release.join("open-storm"),
         python,
@@ -882,7 +909,20 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
     for w in WORKLOADS.iter().filter(|_| !opts.memory_only) {
         run_bare(&mut ctx, *w, &[])?;
     }
-    let (_, probe) = run_traced(&mut ctx, Workload::OpenStorm)?;
+    let sw = ctx.sw.clone();
+    let (_, probe) = run_traced(&mut ctx, &sw, Workload::OpenStorm)?;
+    if let Some(b) = ctx.baseline.clone() {
+        run_traced(&mut ctx, &b, Workload::OpenStorm)?;
+    }
+    // The kernel's floor: a syscall tracepoint program that returns at once for every other
+    // process (what any syscall tracepoint costs everyone on this kernel, MACHINE.md).
+    let floor = !opts.memory_only && crate::have("bpftrace");
+    if !floor && !opts.memory_only {
+        skipped.push((
+            "the kernel's floor".into(),
+            "bpftrace is not installed (apt-get install bpftrace)".into(),
+        ));
+    }
 
     let mut peer_cpu: Vec<Value> = Vec::new();
     let mut others: Vec<String> = Vec::new();
@@ -901,6 +941,9 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
         }
         for w in WORKLOADS {
             let mut conds = vec![Cond::Unmonitored, Cond::Traced, Cond::Outside];
+            if ctx.baseline.is_some() {
+                conds.extend([Cond::BaseTraced, Cond::BaseOutside]);
+            }
             if w.storm() && peers.contains(&Cond::Strace) {
                 conds.push(Cond::Strace);
             }
@@ -912,8 +955,16 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
                 check_interrupted()?;
                 let s = match cond {
                     Cond::Unmonitored => run_bare(&mut ctx, w, &[])?,
-                    Cond::Traced => run_traced(&mut ctx, w)?.0,
-                    Cond::Outside => run_outside(&mut ctx, w)?,
+                    Cond::Traced => run_traced(&mut ctx, &sw, w)?.0,
+                    Cond::Outside => run_outside(&mut ctx, &sw, w)?,
+                    Cond::BaseTraced | Cond::BaseOutside => {
+                        let b = ctx.baseline.clone().expect("only with --baseline");
+                        if cond == Cond::BaseTraced {
+                            run_traced(&mut ctx, &b, w)?.0
+                        } else {
+                            run_outside(&mut ctx, &b, w)?
+                        }
+                    }
                     Cond::Strace => {
                         run_bare(&mut ctx, w, &["strace", "-f", "-qq", "-o", "/dev/null"])?
                     }
@@ -930,6 +981,30 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
                     }
                 ));
                 push(&mut cells, w, cond, s);
+            }
+        }
+        // The floor: one no-op syscall tracepoint program attached for the three workloads.
+        if floor {
+            check_interrupted()?;
+            let marker = format!("/tmp/swb-floor-{}", std::process::id());
+            let program = format!(
+                "tracepoint:syscalls:sys_exit_openat /pid == {}/ {{ printf(\"{marker}\\n\"); }}",
+                std::process::id()
+            );
+            let bt = Bpftrace::start_program(&program, &marker)?;
+            let mut results = Vec::new();
+            for w in WORKLOADS {
+                results.push((w, run_bare(&mut ctx, w, &[])?));
+            }
+            bt.stop()?;
+            for (w, s) in results {
+                progress(format!(
+                    "round {round}/{rounds}: {} {}: {:.1} ms",
+                    w.label(),
+                    Cond::Floor.label(),
+                    s.ms
+                ));
+                push(&mut cells, w, Cond::Floor, s);
             }
         }
         // The peers that watch the whole machine: one session per round, both storms.

@@ -60,6 +60,10 @@ enum Task {
         /// full size even with --quick.
         #[arg(long)]
         memory_only: bool,
+        /// Another sandbox-watch binary (e.g. main's build) to run traced and outside in the
+        /// same rounds, so a change is compared with what it changes under the same load.
+        #[arg(long, value_name = "BIN")]
+        baseline: Option<PathBuf>,
     },
 }
 
@@ -92,12 +96,14 @@ fn main() -> anyhow::Result<()> {
             json,
             no_peers,
             memory_only,
+            baseline,
         } => bench::run(bench::Options {
             runs,
             quick,
             json,
             no_peers,
             memory_only,
+            baseline,
         }),
     }
 }

@@ -4,3 +4,4 @@ mod net;
 mod output;
 mod process;
 mod syscall;
+mod tamper;

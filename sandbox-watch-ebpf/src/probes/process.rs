@@ -8,8 +8,9 @@
 //! successful exec is `sched_process_exec`'s).
 use aya_ebpf::{
     helpers::generated::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_uid_gid,
-        bpf_probe_read_kernel_str, bpf_probe_read_user, bpf_probe_read_user_str,
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_get_current_uid_gid, bpf_probe_read_kernel_str, bpf_probe_read_user,
+        bpf_probe_read_user_str,
     },
     macros::raw_tracepoint,
     programs::{RawTracePointContext, TracePointContext},
@@ -27,16 +28,17 @@ use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, s
 #[raw_tracepoint(tracepoint = "sched_process_fork")]
 pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
     let parent_tgid = current_tgid();
+    let child: Ptr = ctx.arg(1);
+    super::tamper::thread_started(parent_tgid, child);
     if !is_traced(parent_tgid) {
         return 0;
     }
-    let child: Ptr = ctx.arg(1);
     let child_tgid = unsafe { sw_task_tgid(child) };
     if child_tgid == parent_tgid {
         return 0; // a new thread, not a new process
     }
     trace(child_tgid);
-    let event = ForkEvent {
+    let mut event = ForkEvent {
         header: header(EventKind::Fork, parent_tgid, unsafe {
             sw_task_start_ns(current_task())
         }),
@@ -44,7 +46,7 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
         _pad: 0,
         child_start_ns: unsafe { sw_task_own_start_ns(child) },
     };
-    crate::submit_value(EventKind::Fork, &event);
+    crate::submit_value(EventKind::Fork, &mut event);
     0
 }
 
@@ -123,6 +125,7 @@ fn try_exec(ctx: &RawTracePointContext, tgid: u32) -> Option<()> {
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn sched_process_exit(_ctx: RawTracePointContext) -> i32 {
     let tgid = current_tgid();
+    super::tamper::thread_exited(tgid, unsafe { bpf_get_current_pid_tgid() } as u32);
     if !is_traced(tgid) {
         return 0;
     }
@@ -131,12 +134,12 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> i32 {
         return 0; // other threads of the group still run
     }
     crate::untrace(tgid);
-    let event = ExitEvent {
+    let mut event = ExitEvent {
         header: header(EventKind::Exit, tgid, unsafe { sw_task_start_ns(task) }),
         exit_code: unsafe { sw_task_exit_code(task) },
         _pad: 0,
     };
-    crate::submit_value(EventKind::Exit, &event);
+    crate::submit_value(EventKind::Exit, &mut event);
     0
 }
 

@@ -139,20 +139,25 @@ pub(super) fn write_outputs(
             report,
             export: export.map(|otlp| ExportSection { otlp }),
         };
-        let write = || -> std::io::Result<()> {
-            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        // A new file renamed over the path: whatever the agent put there (a symbolic link to
+        // /etc/shadow, a FIFO) is replaced, never written through.
+        crate::output::safe_file::replace(path, |f| {
+            let mut out = std::io::BufWriter::new(f);
             serde_json::to_writer_pretty(&mut out, &written)?;
             out.flush()
-        };
-        write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        })
+        .map_err(|e| anyhow::anyhow!("--report {}: {e}", path.display()))?;
     }
     if let Some(path) = summary_path(args) {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        f.write_all(summary(report, export).as_bytes())?;
+        // Never through a symbolic link, never waiting on a FIFO, never into a hard link.
+        if let Err(e) = crate::output::safe_file::append(&path, summary(report, export).as_bytes())
+        {
+            eprintln!(
+                "sandbox-watch: {} {}: {e}; the summary was not written there",
+                summary_option(args),
+                path.display()
+            );
+        }
     }
     Ok(())
 }

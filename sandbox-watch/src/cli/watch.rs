@@ -124,11 +124,22 @@ fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
         })
 }
 
-fn probe_options(args: &CaptureArgs) -> ProbeOptions {
+fn probe_options(args: &CaptureArgs, prepared: &Prepared) -> ProbeOptions {
+    // The files already open that the agent must not touch, by inode: an open of one by a
+    // traced task, through any path (/proc/MONITOR/fd/N, a hard link), is a tamper record.
+    let outputs = [
+        prepared.log.as_ref().and_then(|l| l.metadata().ok()),
+        prepared.ocsf.as_ref().and_then(|o| o.metadata().ok()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|m| crate::kernel::guard::file_key(&m))
+    .collect();
     ProbeOptions {
         ring_buffer_bytes: args.ring_buffer,
         cgroup: None,
         file_hook: args.file_hook,
+        outputs,
     }
 }
 
@@ -153,7 +164,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         ))
         .into());
     }
-    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let mut probe = Probe::load(&probe_options(&args.capture, &prepared))?;
     let ring = probe.ring()?;
     let tui = use_tui(&args.capture);
     let (pane, terminal) = match tui {
@@ -170,6 +181,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     };
     let child = target::fork_gated(&program, &args.command, user, withhold, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
+    probe.seal()?;
     let mut capture = new_capture(
         Mode::Run {
             // Recorded as the kernel's argv is: bytes that are not UTF-8 escaped, then redacted.
@@ -181,6 +193,9 @@ pub fn run(args: RunArgs) -> Result<u8> {
         &args.capture,
     );
     capture.agent_netns = fixed_ns;
+    // The start record is on disk before the agent runs its first instruction: a kill of the
+    // monitor at any moment leaves a log `verify` calls unended.
+    capture.log_start();
     let pid = child.release()?;
 
     let rt = runtime()?;
@@ -220,7 +235,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
-    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let mut probe = Probe::load(&probe_options(&args.capture, &prepared))?;
     let ring = probe.ring()?;
     let mut existing = Vec::new();
     // Trace the tree, then look again until no new member appears: a child forked while we
@@ -248,12 +263,17 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         ))
         .into());
     }
-    let mut capture = new_capture(
-        Mode::Attach { pid: args.pid },
-        probe,
-        prepared,
-        &args.capture,
-    );
+    probe.seal()?;
+    let command = existing
+        .iter()
+        .find(|p: &&processes::Existing| p.pid == args.pid)
+        .map(|p| redact::redact_argv(&p.argv).0)
+        .unwrap_or_default();
+    let mode = Mode::Attach {
+        pid: args.pid,
+        command,
+    };
+    let mut capture = new_capture(mode, probe, prepared, &args.capture);
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
@@ -264,7 +284,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     let (prepared, export) = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
-    let mut options = probe_options(&args.capture);
+    let mut options = probe_options(&args.capture, &prepared);
     options.cgroup = Some((c.cgroup_id, c.level));
     let mut probe = Probe::load(&options)?;
     let ring = probe.ring()?;
@@ -276,6 +296,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     for e in &inside {
         probe.trace(e.pid)?;
     }
+    probe.seal()?;
     let mode = Mode::Container {
         id: c.id.clone(),
         cgroup: c.cgroup.clone(),
@@ -410,6 +431,7 @@ fn drive(
 ) -> anyhow::Result<Ended> {
     let Some(screen) = screen else {
         capture.log_start();
+        capture.log_existing();
         rt.block_on(capture.watch(ring, ends))?;
         let mut report = capture.finish();
         let exported = export::finish(export, &mut report);
@@ -430,7 +452,10 @@ fn drive(
     };
     let (feed, feed_rx) = tokio::sync::mpsc::channel(1 << 16);
     capture.feed = Some(feed.clone());
+    // The TUI owns the terminal: no anchor lines on it (the summary has the end's).
+    capture.anchors = false;
     capture.log_start();
+    capture.log_existing();
     let (stop, stop_rx) = tokio::sync::oneshot::channel();
     ends.stop = Some(stop_rx);
     let (done, mut done_rx) = tokio::sync::oneshot::channel::<()>();

@@ -3,3 +3,4 @@ pub mod dns;
 pub mod identity;
 pub mod netpolicy;
 pub mod redact;
+pub mod tamper;

@@ -16,6 +16,8 @@ pub struct Header {
     pub ktime_ns: u64,
     /// Thread group leader's start (boot clock, ns).
     pub start_ns: u64,
+    /// The kernel's global sequence number of this record.
+    pub seq: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,6 +142,27 @@ pub struct Output {
     pub flags: u32,
     pub via: u32,
     pub data: Vec<u8>,
+/// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19). The fields are
+/// those of [`common::TamperEvent`]; what they mean depends on `call`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tamper {
+    pub header: Header,
+    pub kind: EventKind,
+    /// A `common::tamper` call constant.
+    pub call: u32,
+    /// The kernel found that the call names the monitor (its thread, object or file).
+    pub monitor: bool,
+    pub code: u64,
+    pub target: u64,
+    pub detail: u64,
+    pub attr: [u64; 2],
+    pub dev: u32,
+    pub ino: u64,
+    pub magic: u64,
+    pub result: i32,
+    /// MonitorFile: the path walked from the `struct file`.
+    pub path: Option<String>,
+    pub path_truncated: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,6 +189,7 @@ pub enum Event {
     Net(Net),
     Output(Output),
     ExecFailed(ExecFailed),
+    Tamper(Tamper),
 }
 
 impl Event {
@@ -180,6 +204,7 @@ impl Event {
             Event::Net(n) => &n.header,
             Event::Output(o) => &o.header,
             Event::ExecFailed(e) => &e.header,
+            Event::Tamper(t) => &t.header,
         }
     }
 }
@@ -224,6 +249,7 @@ fn header(h: &common::EventHeader) -> Header {
         pid: h.pid,
         ktime_ns: h.ktime_ns,
         start_ns: h.start_ns,
+        seq: h.seq,
     }
 }
 
@@ -352,6 +378,35 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             } else {
                 Event::Unlink(op)
             }
+        }
+        EventKind::Bpf
+        | EventKind::BpfFd
+        | EventKind::TraceAccess
+        | EventKind::Pidfd
+        | EventKind::Signal
+        | EventKind::MonitorFile => {
+            let t: common::TamperEvent = read(bytes).expect("length checked");
+            let path = if kind == EventKind::MonitorFile {
+                Some(path_from_walk(take(kind, tail, t.path_len as usize)?))
+            } else {
+                None
+            };
+            Event::Tamper(Tamper {
+                header: hdr,
+                kind,
+                call: t.call,
+                monitor: t.monitor != 0,
+                code: t.code,
+                target: t.target,
+                detail: t.detail,
+                attr: t.attr,
+                dev: t.dev,
+                ino: t.ino,
+                magic: t.magic,
+                result: t.result,
+                path,
+                path_truncated: t.flags & common::PATH_TRUNCATED != 0,
+            })
         }
     })
 }
@@ -550,6 +605,7 @@ mod tests {
             _pad: 0,
             ktime_ns: 5,
             start_ns: 6,
+            seq: 7,
         };
         as_bytes(&h).to_vec()
     }
@@ -604,6 +660,7 @@ mod tests {
             _pad: 0,
             ktime_ns: 1,
             start_ns: 2,
+            seq: 0,
         };
         e.ppid = 1;
         e.netns = 4026531840;
@@ -662,6 +719,15 @@ mod tests {
         assert_eq!(x.argv, ["./run", "-v", "x"]);
         bytes.truncate(bytes.len() - 1);
         assert!(matches!(decode(&bytes), Err(DecodeError::BadTail { .. })));
+    }
+
+    #[test]
+    fn the_sequence_number_comes_through() {
+        let mut bytes = header_bytes(EventKind::Exit as u32);
+        bytes.extend_from_slice(&[0u8; 8]);
+        let event = decode(&bytes).unwrap();
+        assert_eq!(event.header().seq, 7);
+        assert_eq!(size_of::<common::EventHeader>(), 40);
     }
 
     #[test]
@@ -753,6 +819,16 @@ mod tests {
                 if fit {
                     o.len = len;
                     o.stream = 1 + (r >> 40) as u32 % 2;
+                }
+            }),
+            EventKind::Bpf
+            | EventKind::BpfFd
+            | EventKind::TraceAccess
+            | EventKind::Pidfd
+            | EventKind::Signal
+            | EventKind::MonitorFile => patch::<common::TamperEvent>(&mut bytes, |t| {
+                if fit {
+                    t.path_len = len;
                 }
             }),
             EventKind::Net => patch::<common::NetEvent>(&mut bytes, |n| {

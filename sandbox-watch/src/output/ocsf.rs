@@ -124,6 +124,7 @@ pub fn to_ocsf_on_host(
         | Record::PackageMeta(_)
         | Record::Output(_)
         | Record::Violation(_)
+        | Record::Tamper(_)
         | Record::End(_) => return None,
     };
     event.finish(&obj, rest, product_version, hostname);

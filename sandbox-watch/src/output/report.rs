@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::judge::netpolicy::Policy;
-use crate::record::{NetOp, Op, Verdict, ViolationKind};
+use crate::record::{NetOp, Op, SequenceCount, Verdict, ViolationKind};
 use crate::state::files::FileEntry;
 use crate::state::git::Git;
 use crate::state::network::NetEntry;
@@ -93,15 +93,26 @@ impl ProbeInfo {
     }
 }
 
+/// `complete` means "nothing was lost": no kernel sequence gap, no ring drop, no failed map
+/// insert that loses records, nothing undecodable. What this kernel cannot see at all is in
+/// `probe.gaps`, apart.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Coverage {
     pub events: u64,
     pub lost: u64,
     pub complete: bool,
-    /// Lost records per event kind (only kinds that lost any).
+    /// Lost records per event kind as the kernel's drop counters say (only kinds that lost
+    /// any), and `not_in_the_ring` for what the sequence numbers say is missing beyond them.
     pub lost_by_kind: BTreeMap<String, u64>,
     /// Records the decoder could not read (a bug if ever non-zero).
     pub undecodable: u64,
+    /// What the kernel's sequence numbers say: numbered, received, missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceCount>,
+    /// Map inserts that failed in the kernel, by map: `TRACED` (a process not followed: lost),
+    /// `READS` (a read sent again instead of counted: nothing lost), `MON_TIDS`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_inserts: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -346,11 +357,18 @@ pub struct Parts {
     pub packages: Vec<Package>,
     pub git: Git,
     pub redactions: u64,
+    /// The end's count of lost records (None before the end: the drop counters' sum).
+    pub lost: Option<u64>,
+    pub sequence: Option<SequenceCount>,
+    pub failed_inserts: BTreeMap<String, u64>,
+    /// Acts on the monitor: who, and the violation's line.
+    pub tamper: Vec<(Option<u32>, String)>,
 }
 
 /// The report: the parts, plus what follows from them (verdict, coverage, violations).
 pub fn assemble(p: Parts, policy: &Policy) -> Report {
-    let lost: u64 = p.lost_by_kind.values().sum();
+    let lost: u64 = p.lost.unwrap_or_else(|| p.lost_by_kind.values().sum());
+    let duplicates = p.sequence.as_ref().map_or(0, |s| s.duplicates);
     let verdict = if p.processes.iter().any(|e| e.verdict == Verdict::Outside)
         || p.network.iter().any(|n| n.verdict == Verdict::Outside)
     {
@@ -364,9 +382,16 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         coverage: Coverage {
             events: p.events,
             lost,
-            complete: lost == 0 && p.probe.gaps.is_empty() && p.undecodable == 0,
+            // Nothing lost (what the hooks cannot see is in probe.gaps). Logs from before the
+            // sequence numbers meant that and "no gaps" together: they replay as they did.
+            complete: match &p.sequence {
+                Some(_) => lost == 0 && p.undecodable == 0 && duplicates == 0,
+                None => lost == 0 && p.probe.gaps.is_empty() && p.undecodable == 0,
+            },
             lost_by_kind: p.lost_by_kind,
             undecodable: p.undecodable,
+            sequence: p.sequence,
+            failed_inserts: p.failed_inserts,
         },
         target: p.target,
         agent: p.agent,
@@ -391,6 +416,10 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let (processes, lost_by, agent_netns) =
         (&parts.processes, &parts.lost_by_kind, parts.agent.netns);
     let mut out = Vec::new();
+    // Acts on the monitor first: what else the record says depends on it being whole.
+    for (pid, line) in &parts.tamper {
+        out.push(Violation::new(ViolationKind::Tamper, *pid, line.clone()));
+    }
     let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
         out.push(Violation::new(
@@ -551,12 +580,24 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         });
     }
     if lost > 0 {
-        let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let mut by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if let Some(n) = parts.failed_inserts.get("TRACED") {
+            by.push(format!(
+                "{n} processes not followed (the traced set was full)"
+            ));
+        }
+        let how = match &parts.sequence {
+            Some(s) => format!(
+                "the kernel numbered {} records, {} arrived",
+                s.numbered, s.received
+            ),
+            None => "ring buffer full".to_string(),
+        };
         out.push(Violation::new(
             ViolationKind::Lost,
             None,
             format!(
-                "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
+                "{lost} events lost in the kernel ({how}; {}); the record is incomplete",
                 by.join(", ")
             ),
         ));
@@ -911,11 +952,15 @@ impl Report {
             }
         ));
         if let Some(log) = &self.log {
+            // The full anchor: `verify --head` checks a log against it.
             s.push_str(&format!(
-                "- **Log**: `{}` ({} records, head `{}`)\n",
+                "- **Log**: `{}` ({} records, head `{}`): `sandbox-watch verify --head {} --records {} {}`\n",
                 clean(&log.path),
                 log.records,
-                &log.head[..16.min(log.head.len())]
+                log.head,
+                log.head,
+                log.records,
+                shlex::try_quote(&log.path).map_or_else(|_| clean(&log.path), |q| clean(&q))
             ));
         }
         s
@@ -1179,6 +1224,10 @@ mod tests {
                 packages: vec![],
                 git: Git::default(),
                 redactions: 0,
+                lost: None,
+                sequence: None,
+                failed_inserts: BTreeMap::new(),
+                tamper: vec![],
             },
             &Policy::new(vec![]),
         )

@@ -332,6 +332,7 @@ mod tests {
                 pid: 5,
                 ktime_ns: 1,
                 start_ns: 1,
+                seq: 0,
             },
             op,
             family: 2,

@@ -63,6 +63,9 @@ pub enum Record {
     Output(crate::state::output::OutputRecord),
     /// At the end: one of the report's violations.
     Violation(Violation),
+    /// The agent acted on its monitor (bpf(2), ptrace, a signal, its files), or the record
+    /// shows that something was taken from it: a `tamper` violation. Written as it arrives.
+    Tamper(Tamper),
     /// The last record: the counts.
     End(End),
 }
@@ -88,6 +91,7 @@ impl Record {
             Record::PackageMeta(_) => "package_meta",
             Record::Output(_) => "output",
             Record::Violation(_) => "violation",
+            Record::Tamper(_) => "tamper",
             Record::End(_) => "end",
         }
     }
@@ -108,6 +112,7 @@ impl Record {
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
             Record::Output(o) => Some(o.pid),
+            Record::Tamper(t) => t.pid,
             Record::Start(_)
             | Record::FileHash(_)
             | Record::GitRef(_)
@@ -399,6 +404,30 @@ pub struct Violation {
     pub summary: String,
 }
 
+/// An act on the monitor, or a sign that records were taken from it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tamper {
+    /// Who did it (None: found by the monitor itself, e.g. a replaced output at the end).
+    pub pid: Option<u32>,
+    /// What was used: `bpf`, `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_open`,
+    /// `pidfd_getfd`, `signal`, `open`, `rename`, `delete`, `output`, `log`, `sequence`.
+    pub op: String,
+    /// The kernel (or the monitor) found that it names the monitor itself: one of its threads,
+    /// BPF objects or files. A bpf(2) call on objects of its own is `false`.
+    #[serde(default)]
+    pub monitor: bool,
+    /// The detail that groups repeats: a bpf command, a ptrace request, a signal, a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// A process or BPF object id aimed at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The line a person reads.
+    pub summary: String,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct End {
     /// Records read from the kernel's ring buffer.
@@ -431,6 +460,30 @@ pub struct End {
     /// Kernel records that could not be decoded (older logs did not say).
     #[serde(default)]
     pub undecodable: u64,
+    /// What the kernel's sequence numbers say (older logs did not have them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceCount>,
+    /// Map inserts that failed in the kernel, by map (only those that failed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_inserts: BTreeMap<String, u64>,
+}
+
+/// The kernel numbers every record it makes (one global counter, taken before the ring copy);
+/// what never arrived is missing, whatever the kernel's drop counters say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceCount {
+    /// Records the kernel numbered during the capture.
+    pub numbered: u64,
+    /// Of those, how many reached the monitor.
+    pub received: u64,
+    /// numbered − received: lost in the kernel (a full ring) or taken out of the ring.
+    pub missing: u64,
+    /// What the kernel's drop counters say it dropped (equal to `missing` unless they were
+    /// reset or records were taken out of the ring).
+    pub dropped: u64,
+    /// Records that arrived twice, or numbered beyond the counter: forged or replayed.
+    #[serde(default)]
+    pub duplicates: u64,
 }
 
 /// A record with its place in the log: what the TUI and OCSF get, and what a replay reads.

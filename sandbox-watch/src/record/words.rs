@@ -164,6 +164,9 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
+    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), or records were
+    /// taken from it.
+    Tamper,
     /// `--otlp`: records not delivered to the collector by the end.
     Export,
 }
@@ -176,6 +179,7 @@ impl ViolationKind {
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
+        ViolationKind::Tamper,
         ViolationKind::Export,
     ];
 
@@ -187,6 +191,7 @@ impl ViolationKind {
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
+            ViolationKind::Tamper => "tamper",
             ViolationKind::Export => "export",
         }
     }

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::judge::netpolicy::{self, Policy};
 use crate::output::report::{self, Agent, Exit, Parts, ProbeInfo, Report, Target};
-use crate::record::{End, FileFailed, GitRef, PackageMeta, Record, Start, Violation};
+use crate::record::{End, FileFailed, GitRef, PackageMeta, Record, Start, Tamper, Violation};
 use crate::state::files::{Added, Files};
 use crate::state::network::Network;
 use crate::state::processes::{AgentRule, Processes};
@@ -45,6 +45,8 @@ pub struct Session {
     /// The capture's final violations, as logged (the report computes its own, the same).
     pub violations: Vec<Violation>,
     pub end: Option<End>,
+    /// Acts on the monitor, repeats counted: each is a `tamper` violation.
+    pub tamper: Vec<TamperFinding>,
     ended_at: Option<SystemTime>,
     last_at: Option<SystemTime>,
     policy: Policy,
@@ -145,11 +147,34 @@ impl Session {
                 self.violations.push(v.clone());
                 Applied::Other
             }
+            Record::Tamper(t) => {
+                self.tampered(t);
+                Applied::Other
+            }
             Record::End(e) => {
                 self.end = Some(e.clone());
                 self.ended_at = Some(at);
                 Applied::Other
             }
+        }
+    }
+
+    /// One act on the monitor: a finding of its own, or a repeat of one already seen (the same
+    /// process, the same call, the same detail, the same target).
+    fn tampered(&mut self, t: &Tamper) {
+        let same = |f: &&mut TamperFinding| {
+            f.first.pid == t.pid
+                && f.first.op == t.op
+                && f.first.what == t.what
+                && f.first.target == t.target
+                && f.first.path == t.path
+        };
+        match self.tamper.iter_mut().find(same) {
+            Some(f) => f.count += 1,
+            None => self.tamper.push(TamperFinding {
+                first: t.clone(),
+                count: 1,
+            }),
         }
     }
 
@@ -234,9 +259,35 @@ impl Session {
                 packages,
                 git,
                 redactions: end.map_or(0, |e| e.redactions),
+                lost: end.map(|e| e.lost),
+                sequence: end.and_then(|e| e.sequence.clone()),
+                failed_inserts: end.map(|e| e.failed_inserts.clone()).unwrap_or_default(),
+                tamper: self
+                    .tamper
+                    .iter()
+                    .map(|f| (f.first.pid, f.line()))
+                    .collect(),
                 agent,
             },
             &self.policy,
         )
+    }
+}
+
+/// An act on the monitor, and how many times the same one was seen.
+#[derive(Clone, Debug)]
+pub struct TamperFinding {
+    pub first: Tamper,
+    pub count: u64,
+}
+
+impl TamperFinding {
+    /// The violation's line.
+    pub fn line(&self) -> String {
+        if self.count > 1 {
+            format!("{} (×{})", self.first.summary, self.count)
+        } else {
+            self.first.summary.clone()
+        }
     }
 }

@@ -463,6 +463,7 @@ pub(crate) fn summarize(r: &Record) -> String {
             c.count
         ),
         Record::Violation(v) => v.summary.clone(),
+        Record::Tamper(t) => format!("TAMPER: {}", t.summary),
         Record::FileHash(h) => match (&h.sha256, &h.sha256_skipped) {
             (Some(sum), _) => format!("{} at the end: sha256 {sum}", h.path),
             (None, Some(why)) => format!("{} at the end: not hashed, {why}", h.path),
