@@ -72,7 +72,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 17] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -215,7 +215,7 @@ const _: () = {
             | EventKind::TraceAccess
             | EventKind::Pidfd
             | EventKind::Signal
-            | EventKind::MonitorFile => 18,
+            | EventKind::MonitorFile => 17,
         }
     }
     assert!(
@@ -487,6 +487,8 @@ pub struct OutputEvent {
     /// The syscall that wrote: one of `OUTPUT_VIA_*`.
     pub via: u32,
     pub _pad: u32,
+}
+
 /// [`TamperEvent::call`]: the system call (or hook) that made the record.
 pub mod tamper {
     /// bpf(2), at its entry.

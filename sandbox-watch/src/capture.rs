@@ -648,8 +648,6 @@ impl Capture {
         let mut sigterm = signal(SignalKind::terminate())?;
         // The terminal went away: end as on SIGTERM (the default would lose the report).
         let mut sighup = signal(SignalKind::hangup())?;
-        // The kernel wakes us only when an eighth of the ring is waiting: the tick drains the rest.
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
         // The kernel wakes us only when an eighth of the ring is waiting (or at once, for an act
         // on the monitor): the tick drains the rest, and every drain is written at once, so a
         // kill of the monitor loses at most the last 10 ms.
@@ -730,7 +728,7 @@ impl Capture {
                     // call alive is gone or a zombie (the records still in the ring are drained
                     // below, so an exit on its way is not lost).
                     if ends.when_empty
-                        && ticks.is_multiple_of(10)
+                        && ticks.is_multiple_of(100)
                         && self.session.processes.live_pids().all(|pid| !running_in_proc(pid))
                     {
                         self.ended_by =

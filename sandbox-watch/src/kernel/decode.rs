@@ -142,6 +142,8 @@ pub struct Output {
     pub flags: u32,
     pub via: u32,
     pub data: Vec<u8>,
+}
+
 /// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19). The fields are
 /// those of [`common::TamperEvent`]; what they mean depends on `call`.
 #[derive(Clone, Debug, PartialEq, Eq)]
