@@ -202,7 +202,8 @@ fn report_exec_failed(tgid: u32, syscall: u32, result: i32) -> Option<()> {
         }
         let off = len & (max - 1);
         let room = max - off;
-        let n = unsafe { bpf_probe_read_user_str(args.add(off as usize).cast(), room, p as *const _) };
+        let n =
+            unsafe { bpf_probe_read_user_str(args.add(off as usize).cast(), room, p as *const _) };
         if n <= 0 {
             break; // unreadable: the rest is not known
         }
@@ -217,7 +218,11 @@ fn report_exec_failed(tgid: u32, syscall: u32, result: i32) -> Option<()> {
     let argv_len = if len > max { max } else { len };
     unsafe {
         *event = ExecFailedEvent {
-            header: header(EventKind::ExecFailed, tgid, sw_task_start_ns(current_task())),
+            header: header(
+                EventKind::ExecFailed,
+                tgid,
+                sw_task_start_ns(current_task()),
+            ),
             result,
             flags,
             syscall,

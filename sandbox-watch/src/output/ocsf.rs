@@ -1221,12 +1221,20 @@ mod tests {
 
     #[test]
     fn a_failed_exec_is_a_failed_launch_of_the_program_tried() {
-        let e = ocsf(json!({"kind": "exec_failed", "pid": 7, "path": "/usr/bin/zsh",
+        let e = ocsf(
+            json!({"kind": "exec_failed", "pid": 7, "path": "/usr/bin/zsh",
             "argv": ["zsh", "-l"], "result": "ENOENT", "syscall": "execve",
-            "from_caller_memory": true}));
+            "from_caller_memory": true}),
+        );
         check(&e);
-        assert_eq!((e["class_uid"].as_u64(), e["activity_id"].as_u64()), (Some(1007), Some(1)));
-        assert_eq!((e["status_id"].as_u64(), e["status_detail"].as_str()), (Some(2), Some("ENOENT")));
+        assert_eq!(
+            (e["class_uid"].as_u64(), e["activity_id"].as_u64()),
+            (Some(1007), Some(1))
+        );
+        assert_eq!(
+            (e["status_id"].as_u64(), e["status_detail"].as_str()),
+            (Some(2), Some("ENOENT"))
+        );
         assert_eq!(e["process"]["file"]["path"], "/usr/bin/zsh");
         assert_eq!(e["process"]["cmd_line"], "zsh -l");
         assert_eq!(e["actor"]["process"]["pid"], 7);

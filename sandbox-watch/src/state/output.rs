@@ -307,6 +307,7 @@ mod tests {
                 pid: 7,
                 ktime_ns: 0,
                 start_ns: 0,
+                seq: 0,
             },
             stream: OUTPUT_STDOUT,
             fd: 1,

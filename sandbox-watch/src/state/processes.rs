@@ -437,9 +437,18 @@ mod tests {
     fn failed_execs_are_kept_but_a_path_search_that_found_its_program() {
         let mut m = Processes::new(AgentRule::Fixed(10), None);
         m.exec(at(1), &exec(100, 10, &["node"]));
-        m.fork(at(2), &Fork { pid: 101, ppid: 100 });
+        m.fork(
+            at(2),
+            &Fork {
+                pid: 101,
+                ppid: 100,
+            },
+        );
         // execvp("git"): missing in two directories, refused in a third, found in /usr/bin.
-        assert_eq!(m.tried(at(3), &failed(101, "/usr/local/sbin/git", "ENOENT")), Some(1));
+        assert_eq!(
+            m.tried(at(3), &failed(101, "/usr/local/sbin/git", "ENOENT")),
+            Some(1)
+        );
         m.tried(at(3), &failed(101, "/usr/local/bin/git", "ENOTDIR"));
         m.tried(at(3), &failed(101, "/opt/bin/git", "EACCES"));
         m.tried(at(3), &failed(101, "/usr/local/bin/zsh", "ENOENT"));
@@ -451,7 +460,13 @@ mod tests {
         assert_eq!(e.tried[0].result, "EACCES");
         // A fork does not inherit its parent's tries; a process not seen has none to add.
         m.tried(at(6), &failed(100, "/usr/bin/zsh", "ENOENT"));
-        let j = m.fork(at(7), &Fork { pid: 102, ppid: 100 });
+        let j = m.fork(
+            at(7),
+            &Fork {
+                pid: 102,
+                ppid: 100,
+            },
+        );
         assert!(m.list[j].tried.is_empty());
         assert_eq!(m.list[0].tried.len(), 1);
         assert_eq!(m.tried(at(8), &failed(999, "/x", "ENOENT")), None);
