@@ -17,6 +17,12 @@
 //! `SW_VM_NO_BUILD=1` skips setup and the release build of sandbox-watch (the binary already
 //! in target/release is used; the test binaries are still built); `SW_VM_ONLY=tamper,files`
 //! runs only those test binaries of the list (for development: CI runs them all).
+//!
+//! A guest kernel that hangs (a soft lockup: once in a few full runs of this TCG guest, in a
+//! `sandbox-watch` process; not yet explained) ends its boot at once with the kernel's trace in
+//! the console (`kernel| ` lines), and the binaries it did not finish run once more in a second
+//! boot. The run passes only if every binary that finished in the first boot passed and the
+//! second boot passes whole; both summaries are printed and kept in `summary.txt`.
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::fs;
@@ -200,6 +206,7 @@ fail "switch_root failed"
 "#;
 
 /// One test binary as run in the guest.
+#[derive(Clone)]
 struct Planned {
     name: &'static str,
     exe: Option<PathBuf>,
@@ -260,7 +267,7 @@ pub fn run() -> anyhow::Result<()> {
     let boot = boot(&kernel, &initrd, &script, &keep, &console, timeout)?;
 
     let outcome = evaluate(&plan, &boot);
-    let summary = summary(
+    let mut summary = summary(
         &kernel,
         &plan,
         &boot,
@@ -270,8 +277,56 @@ pub fn run() -> anyhow::Result<()> {
         &console,
     );
     println!("{summary}");
+    let mut pass = outcome.pass;
+    // A guest kernel that hung (a soft lockup) is named with its trace, and what it did not
+    // finish runs once more in a second boot: every binary that did finish must have passed,
+    // and the second boot must pass whole. The hang stays in the summary either way.
+    let rerun: Vec<Planned> = plan
+        .iter()
+        .zip(&outcome.bins)
+        .filter(|(_, b)| !b.ran)
+        .map(|(p, _)| p.clone())
+        .collect();
+    if outcome.lockup.is_some()
+        && !rerun.is_empty()
+        && outcome.bins.iter().all(|b| b.pass || !b.ran)
+    {
+        let first = dir.join("console-1.log");
+        fs::rename(&console, &first)?;
+        let names: Vec<&str> = rerun.iter().map(|p| p.name).collect();
+        eprintln!(
+            "vm-test: the guest kernel hung (soft lockup; its trace is above and in {}); \
+             booting once more for what did not finish: {}",
+            first.display(),
+            names.join(", ")
+        );
+        fs::write(&script, guest_script(&rerun, &sandbox_watch))?;
+        let again = self::boot(&kernel, &initrd, &script, &keep, &console, timeout)?;
+        let outcome2 = evaluate(&rerun, &again);
+        let second = self::summary(
+            &kernel,
+            &rerun,
+            &again,
+            &outcome2,
+            setup_time,
+            started.elapsed(),
+            &console,
+        );
+        println!("{second}");
+        pass = outcome2.pass;
+        let _ = write!(
+            summary,
+            "\n==== second boot (the first boot's kernel hung; its console: {}) ====\n{second}",
+            first.display()
+        );
+        println!(
+            "vm-test: the first boot's kernel hung (soft lockup, trace in {}); the second boot {}",
+            first.display(),
+            if pass { "passed" } else { "failed too" }
+        );
+    }
     fs::write(dir.join("summary.txt"), &summary)?;
-    if !outcome.pass {
+    if !pass {
         // The summary said it all; no error trace after it.
         eprintln!("vm-test: FAILED");
         std::process::exit(1);
@@ -442,6 +497,21 @@ echo "$M probe status=$rc file_open=$hook uptime=$(up)"
 python3 -c 'import json; r = json.load(open("/tmp/sw-sanity.json")); print(json.dumps({{"probe": r["probe"], "coverage": r["coverage"]}}))' 2>&1
 [ "$hook" = {GUEST_HOOK} ] || overall=1
 
+# A kernel that hangs on a CPU (a soft lockup; it taints the kernel, bit 14) is named with
+# its trace from the kernel's log (the console shows only its first line), and the boot ends
+# at once instead of at the timeout.
+(
+    while sleep 5; do
+        [ $(( $(cat /proc/sys/kernel/tainted) & 16384 )) -eq 0 ] && continue
+        echo "$M lockup uptime=$(up)"
+        dmesg | sed -n '/soft lockup/,$p' | head -n 200 | sed 's/^/kernel| /'
+        printf '\003' | dd of=/dev/port bs=1 seek=244 count=1 status=none
+        echo o > /proc/sysrq-trigger
+        exit
+    done
+) &
+watcher=$!
+
 run_tests() {{
     name=$1; shift
     echo "$M begin $name uptime=$(up)"
@@ -468,7 +538,7 @@ run_tests() {{
     }
     writeln!(
         s,
-        "echo \"$M done status=$overall uptime=$(up)\"\nexit $overall"
+        "kill $watcher\necho \"$M done status=$overall uptime=$(up)\"\nexit $overall"
     )
     .unwrap();
     s
@@ -579,9 +649,30 @@ fn boot(
     let out = reader(Box::new(child.stdout.take().unwrap()), "");
     let err = reader(Box::new(child.stderr.take().unwrap()), "qemu: ");
     let mut timed_out = false;
+    let mut lockup_seen: Option<Instant> = None;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
+        }
+        // The guest's own watcher ends a hung boot; if it cannot run (every CPU stuck), the
+        // host does, two minutes after the kernel's first soft-lockup line.
+        if lockup_seen.is_none()
+            && lines
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .take(50)
+                .any(|(_, l)| l.contains("BUG: soft lockup"))
+        {
+            lockup_seen = Some(Instant::now());
+        }
+        if lockup_seen.is_some_and(|t| t.elapsed() > Duration::from_secs(120)) {
+            eprintln!(
+                "vm-test: the guest kernel hung (soft lockup) and did not end the boot: killing qemu"
+            );
+            let _ = child.kill();
+            break child.wait()?;
         }
         if start.elapsed() > timeout {
             timed_out = true;
