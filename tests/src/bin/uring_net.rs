@@ -13,7 +13,10 @@
 //! ```
 //! `--setns NSPATH` first moves the process into that network namespace (e.g. the host's,
 //! from a sandbox made with `unshare -n`); `--uring-socket` makes the socket with
-//! IORING_OP_SOCKET (5.19+) instead of socket(2). Prints one JSON line of what happened.
+//! IORING_OP_SOCKET (5.19+) instead of socket(2); `--async` sets IOSQE_ASYNC on every request
+//! (they run in io-wq worker threads); `--sqpoll` makes a ring whose submissions a kernel
+//! thread polls (IORING_SETUP_SQPOLL: not even io_uring_enter submits them). Prints one JSON
+//! line of what happened.
 #[path = "net_attack/common.rs"]
 mod common;
 
@@ -23,12 +26,16 @@ use common::*;
 use io_uring::{IoUring, opcode, squeue, types};
 use serde_json::json;
 
-const USAGE: &str = "usage: uring-net [--setns NSPATH] [--uring-socket] tcp|udp ADDR PORT MESSAGE | uring-net [--uring-listen] accept PORTFILE";
+const USAGE: &str = "usage: uring-net [--setns NSPATH] [--uring-socket] [--async] [--sqpoll] tcp|udp ADDR PORT MESSAGE | uring-net [--uring-listen] accept PORTFILE";
+
+/// IOSQE_ASYNC on every request (`--async`).
+static ASYNC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut uring_socket = false;
     let mut uring_listen = false;
+    let mut sqpoll = false;
     while let Some(a) = args.first().cloned() {
         match a.as_str() {
             "--setns" if args.len() > 1 => {
@@ -43,10 +50,24 @@ fn main() {
                 uring_listen = true;
                 args.remove(0);
             }
+            "--async" => {
+                ASYNC.store(true, std::sync::atomic::Ordering::Relaxed);
+                args.remove(0);
+            }
+            "--sqpoll" => {
+                sqpoll = true;
+                args.remove(0);
+            }
             _ => break,
         }
     }
-    let mut ring = IoUring::new(8).unwrap_or_else(|e| die(format!("io_uring_setup: {e}")));
+    let mut builder = IoUring::builder();
+    if sqpoll {
+        builder.setup_sqpoll(2000);
+    }
+    let mut ring = builder
+        .build(8)
+        .unwrap_or_else(|e| die(format!("io_uring_setup: {e}")));
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["tcp", ip, port, msg] => tcp(&mut ring, parse_addr(ip, port), msg, uring_socket),
         ["udp", ip, port, msg] => udp(&mut ring, parse_addr(ip, port), msg, uring_socket),
@@ -58,9 +79,14 @@ fn main() {
 /// Submits the entries (in order) and returns their results.
 fn run(ring: &mut IoUring, entries: &[squeue::Entry]) -> Vec<i32> {
     for e in entries {
+        let e = if ASYNC.load(std::sync::atomic::Ordering::Relaxed) {
+            e.clone().flags(squeue::Flags::ASYNC) // added to the entry's own flags
+        } else {
+            e.clone()
+        };
         // SAFETY: every buffer an entry points to lives until this function returns, after
         // all of them completed.
-        unsafe { ring.submission().push(e) }.unwrap_or_else(|_| die("submission queue full"));
+        unsafe { ring.submission().push(&e) }.unwrap_or_else(|_| die("submission queue full"));
     }
     ring.submit_and_wait(entries.len())
         .unwrap_or_else(|e| die(format!("io_uring_enter: {e}")));
