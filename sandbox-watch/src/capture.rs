@@ -10,15 +10,16 @@ use serde_json::{Value, json};
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::classify::Classifier;
-use crate::decode::{self, Event};
-use crate::evidence::{LogWriter, rfc3339_nanos};
-use crate::files::{Files, Op};
-use crate::model::{Model, Process};
-use crate::netpolicy::Policy;
-use crate::network::Network;
-use crate::probe::{Probe, kind_name};
-use crate::report::{self, Agent, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
+use crate::judge::classify::Classifier;
+use crate::judge::netpolicy::Policy;
+use crate::kernel::decode::{self, Event};
+use crate::kernel::probe::{Probe, kind_name};
+use crate::output::evidence::LogWriter;
+use crate::output::report::{self, Agent, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
+use crate::state::files::{Files, Op};
+use crate::state::network::Network;
+use crate::state::processes::{Model, Process};
+use crate::time::rfc3339_nanos;
 
 /// Converts the kernel's boot clock to wall time.
 #[derive(Clone, Copy)]
@@ -80,7 +81,7 @@ pub struct Ends {
     /// attach: end when no traced process is left.
     pub when_empty: bool,
     /// container: end when its cgroup is empty or removed.
-    pub container: Option<crate::container::Container>,
+    pub container: Option<crate::launch::container::Container>,
     /// The TUI was quit: end now.
     pub stop: Option<tokio::sync::oneshot::Receiver<()>>,
 }
@@ -98,7 +99,7 @@ pub struct Capture {
     pub classifier: Classifier,
     pub log: Option<LogWriter>,
     /// `--ocsf`: the same records as OCSF events.
-    pub ocsf: Option<crate::ocsf_out::OcsfWriter>,
+    pub ocsf: Option<crate::output::ocsf_out::OcsfWriter>,
     /// For the OCSF device.
     hostname: Option<String>,
     /// The TUI's feed: every record, stats on each tick, and the end.
@@ -174,7 +175,7 @@ impl Capture {
         let host = self.hostname.as_deref();
         if let Some(ocsf) = self.ocsf.as_mut()
             && let Some(event) =
-                crate::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
+                crate::output::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
         {
             ocsf.push(event);
         }
@@ -201,7 +202,7 @@ impl Capture {
         // Processes there before the capture (attach, container): their argv was read from
         // /proc, and is redacted as an exec's is, before anything is written.
         for p in &mut self.model.processes {
-            let (argv, n) = crate::redact::redact_argv(&p.argv);
+            let (argv, n) = crate::judge::redact::redact_argv(&p.argv);
             p.argv = argv;
             self.redactions += n as u64;
         }
@@ -309,9 +310,9 @@ impl Capture {
         let at = event.header().ktime_ns;
         if let Event::Exec(exec) = &mut event {
             let (argv, n) = if exec.argv_truncated {
-                crate::redact::redact_cut_argv(&exec.argv)
+                crate::judge::redact::redact_cut_argv(&exec.argv)
             } else {
-                crate::redact::redact_argv(&exec.argv)
+                crate::judge::redact::redact_argv(&exec.argv)
             };
             exec.argv = argv;
             self.redactions += n as u64;
@@ -368,7 +369,7 @@ impl Capture {
                 // The log gets every event (count 1); the report aggregates.
                 let at_text = self.clock.rfc3339(at);
                 let changed = self.network.apply(net, &at_text, self.model.agent_netns);
-                if net.op == crate::decode::NetOp::ConnectResult {
+                if net.op == crate::kernel::decode::NetOp::ConnectResult {
                     if let Some(i) = changed {
                         let e = &self.network.entries[i];
                         let fields = json!({ "pid": e.pid, "addr": e.addr, "port": e.port, "result": e.result });
@@ -501,9 +502,9 @@ impl Capture {
 
     /// A delete, rename or link that failed because there was nothing there: no entry, but the
     /// log keeps it.
-    fn log_missing(&mut self, at: u64, kind: Op, op: &crate::decode::PathOp) {
+    fn log_missing(&mut self, at: u64, kind: Op, op: &crate::kernel::decode::PathOp) {
         let fields = json!({ "pid": op.header.tgid, "op": kind, "path": op.path,
-            "new_path": op.new_path, "result": crate::files::errno_name(op.result) });
+            "new_path": op.new_path, "result": crate::state::files::errno_name(op.result) });
         self.write_log(at, "file_failed", fields);
     }
 

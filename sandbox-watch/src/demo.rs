@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 const SCRIPT: &str = include_str!("demo.sh");
 
-pub fn run(dir: Option<PathBuf>) -> anyhow::Result<u8> {
+pub fn run(dir: Option<PathBuf>) -> crate::error::Result<u8> {
     let temp;
     let dir = match dir {
         Some(d) => {
@@ -46,9 +46,9 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<u8> {
         .status()?;
     // The capture printed the summary on stderr; say where the rest is.
     if summary.exists() {
-        crate::say(&format!("Summary: {}", summary.display()));
-        crate::say(&format!("Report:  {}", report.display()));
-        crate::say(&format!(
+        crate::cli::say(&format!("Summary: {}", summary.display()));
+        crate::cli::say(&format!("Report:  {}", report.display()));
+        crate::cli::say(&format!(
             "Log:     {} (check it: sandbox-watch verify {})",
             log.display(),
             log.display()

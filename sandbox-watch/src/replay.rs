@@ -6,12 +6,14 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::evidence::{self, Verdict as Chain};
-use crate::files::FileEntry;
-use crate::model::Verdict;
-use crate::netpolicy::{self, Policy};
-use crate::network::NetEntry;
-use crate::report::{self, Agent, Exit, LogInfo, Parts, ProbeInfo, ProcessEntry, Report, Target};
+use crate::judge::netpolicy::{self, Policy};
+use crate::output::report::{
+    self, Agent, Exit, LogInfo, Parts, ProbeInfo, ProcessEntry, Report, Target,
+};
+use crate::output::verify::{self, Verdict as Chain};
+use crate::state::files::FileEntry;
+use crate::state::network::NetEntry;
+use crate::state::processes::Verdict;
 
 /// The log format this version writes and reads (in the `start` record).
 pub const LOG_SCHEMA: &str = "sandbox-watch/log/1";
@@ -35,15 +37,15 @@ pub fn records(path: &Path) -> std::io::Result<impl Iterator<Item = Value> + use
         }))
 }
 
-pub fn load(path: &Path) -> anyhow::Result<Replayed> {
-    let chain = evidence::verify(path).map_err(|e| {
-        crate::target::Usage(format!(
+pub fn load(path: &Path) -> crate::error::Result<Replayed> {
+    let chain = verify::verify(path).map_err(|e| {
+        crate::error::Usage(format!(
             "{}: cannot read: {e}; give the path of a log written by --log",
             path.display()
         ))
     })?;
     if let Chain::NotALog { reason } = &chain {
-        return Err(crate::target::Usage(format!(
+        return Err(crate::error::Usage(format!(
             "{}: not a sandbox-watch log: {reason}",
             path.display()
         ))
@@ -51,7 +53,7 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
     }
     let mut records = records(path)?.peekable();
     let Some(first) = records.peek() else {
-        return Err(crate::target::Usage(format!(
+        return Err(crate::error::Usage(format!(
             "{}: no complete record to replay",
             path.display()
         ))
@@ -60,7 +62,7 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
     if let Some(schema) = first["schema"].as_str()
         && schema != LOG_SCHEMA
     {
-        return Err(crate::target::Usage(format!(
+        return Err(crate::error::Usage(format!(
             "{}: written in format {schema}, and this sandbox-watch reads {LOG_SCHEMA}; replay it with the version that wrote it (its hash chain can still be checked with `verify`)",
             path.display()
         ))
@@ -89,7 +91,7 @@ pub fn load(path: &Path) -> anyhow::Result<Replayed> {
 }
 
 fn at_ns(v: &Value) -> Option<i128> {
-    v.as_str().and_then(evidence::parse_rfc3339_nanos)
+    v.as_str().and_then(crate::time::parse_ns)
 }
 
 fn from<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
@@ -112,7 +114,7 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
     let mut rules = Vec::new();
     let mut processes: Vec<ProcessEntry> = Vec::new();
     let mut live: HashMap<u64, usize> = HashMap::new();
-    let mut files = crate::files::Files::default();
+    let mut files = crate::state::files::Files::default();
     let mut network: Vec<NetEntry> = Vec::new();
     let mut same_net: HashMap<String, usize> = HashMap::new();
     let (mut events, mut redactions, mut exit) = (0u64, 0u64, Exit::default());
@@ -207,7 +209,8 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
             }
             "file_count" => {
                 // Counts are of reads unless the record says otherwise (older logs do not).
-                let op: crate::files::Op = from(&r["op"]).unwrap_or(crate::files::Op::Read);
+                let op: crate::state::files::Op =
+                    from(&r["op"]).unwrap_or(crate::state::files::Op::Read);
                 if let Some(f) = files.entries.iter_mut().rev().find(|f| {
                     f.pid as u64 == pid
                         && f.op == op
@@ -221,7 +224,7 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
                 let Some(n) = from::<NetEntry>(r) else {
                     continue;
                 };
-                let key = crate::network::same_key(&n);
+                let key = crate::state::network::same_key(&n);
                 let aggregates = n.op != "listen" && n.result != "in_progress";
                 match same_net.get(&key) {
                     Some(&i) if aggregates => {
@@ -311,8 +314,8 @@ pub fn rebuild<R: std::borrow::Borrow<Value>>(records: impl IntoIterator<Item = 
             continue;
         }
         let path = match f.op {
-            crate::files::Op::Write | crate::files::Op::Create => &f.path,
-            crate::files::Op::Rename => match &f.new_path {
+            crate::state::files::Op::Write | crate::state::files::Op::Create => &f.path,
+            crate::state::files::Op::Rename => match &f.new_path {
                 Some(p) => p,
                 None => continue,
             },

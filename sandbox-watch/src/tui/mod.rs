@@ -284,6 +284,8 @@ type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'sta
 
 /// Owns the terminal while the TUI runs: raw mode, the alternate screen, bracketed paste, and
 /// a panic hook that gives the terminal back before the panic message is printed.
+/// Not `ratatui::init`/`restore`: they leave bracketed paste on after a panic and keep their
+/// panic hook for the rest of the process, which goes on (report, summary) after the TUI.
 struct TerminalGuard {
     terminal: Terminal<CrosstermBackend<Stdout>>,
     previous_hook: Option<Arc<PanicHook>>,

@@ -74,63 +74,7 @@ pub(crate) fn at_ns(v: &Value) -> Option<i64> {
 /// Parses `2026-11-30T11:20:51.285371778Z` (or with a `+hh:mm` offset) to nanoseconds since the
 /// epoch. None for anything else.
 pub(crate) fn parse_rfc3339_ns(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = s.get(r)?;
-        if !part.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        part.parse().ok()
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: i64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            if i - start < 9 {
-                nanos = nanos * 10 + i64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        let digits = (i - start).min(9);
-        if digits == 0 {
-            return None;
-        }
-        nanos *= 10_i64.pow(9 - digits as u32);
-    }
-    let offset_s = match b.get(i) {
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-        Some(&sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
-            let h = num(i + 1..i + 3)?;
-            let m = num(i + 4..i + 6)?;
-            let o = h * 3600 + m * 60;
-            if sign == b'+' { o } else { -o }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_s;
-    Some(secs * 1_000_000_000 + nanos)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    crate::time::parse_ns(s).and_then(|ns| i64::try_from(ns).ok())
 }
 
 /// An argv as a person would type it: arguments with spaces or quotes are single-quoted.
@@ -163,27 +107,10 @@ pub(crate) fn join_argv(v: Option<&Value>) -> String {
 
 /// The name of a signal number, for the exit column.
 pub(crate) fn signal_name(n: i64) -> String {
-    let name = match n {
-        1 => "HUP",
-        2 => "INT",
-        3 => "QUIT",
-        4 => "ILL",
-        5 => "TRAP",
-        6 => "ABRT",
-        7 => "BUS",
-        8 => "FPE",
-        9 => "KILL",
-        10 => "USR1",
-        11 => "SEGV",
-        12 => "USR2",
-        13 => "PIPE",
-        14 => "ALRM",
-        15 => "TERM",
-        24 => "XCPU",
-        25 => "XFSZ",
-        _ => return format!("SIG{n}"),
-    };
-    format!("SIG{name}")
+    i32::try_from(n)
+        .ok()
+        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+        .map_or_else(|| format!("SIG{n}"), |s| s.as_str().to_string())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -838,6 +838,9 @@ fn draw_agent(frame: &mut Frame, area: Rect, app: &mut App, theme: Theme) {
 }
 
 /// A vt100 screen drawn cell by cell (the agent's own colours are kept).
+/// Not tui-term's `PseudoTerminal`: tui-term 0.3 draws vt100 0.16 screens (its `vt100`
+/// feature pins `^0.16`), and this is vt100 0.18; its `Screen` trait without that feature
+/// would need this same cell conversion.
 struct ScreenWidget<'a>(&'a vt100::Screen);
 
 impl Widget for ScreenWidget<'_> {

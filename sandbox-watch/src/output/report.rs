@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::files::{FileEntry, Op};
-use crate::model::Verdict;
-use crate::netpolicy::Policy;
-use crate::network::NetEntry;
+use crate::judge::netpolicy::Policy;
+use crate::state::files::{FileEntry, Op};
+use crate::state::network::NetEntry;
+use crate::state::processes::Verdict;
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
 
@@ -274,7 +274,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
                 n.op,
-                clean(&crate::network::destination(n)),
+                clean(&crate::state::network::destination(n)),
                 n.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
             ),
@@ -292,7 +292,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
                     n.op,
-                    clean(&crate::network::destination(n)),
+                    clean(&crate::state::network::destination(n)),
                     n.result
                 ),
             });
@@ -516,7 +516,7 @@ impl Report {
             ))
         ));
         // Distinct paths; a folded entry stands for `folded` files of its directory.
-        let count = |op: crate::files::Op| {
+        let count = |op: crate::state::files::Op| {
             let files = self
                 .files
                 .iter()
@@ -621,8 +621,8 @@ impl Report {
 impl Report {
     /// Destinations (connects that worked), refusals and failures, listeners left, DNS names.
     fn network_line(&self) -> String {
-        use crate::network::destination;
-        let pick = |f: &dyn Fn(&crate::network::NetEntry) -> bool| -> Vec<String> {
+        use crate::state::network::destination;
+        let pick = |f: &dyn Fn(&crate::state::network::NetEntry) -> bool| -> Vec<String> {
             self.network
                 .iter()
                 .filter(|n| f(n))

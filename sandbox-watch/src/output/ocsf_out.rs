@@ -16,7 +16,7 @@ pub struct OcsfWriter {
 impl OcsfWriter {
     /// Creates the file (mode 0600), never through a symlink, refusing an existing file unless
     /// `force`.
-    pub fn create(path: &Path, force: bool) -> Result<OcsfWriter, crate::target::Usage> {
+    pub fn create(path: &Path, force: bool) -> Result<OcsfWriter, crate::error::Usage> {
         let mut options = std::fs::OpenOptions::new();
         options
             .write(true)
@@ -33,7 +33,7 @@ impl OcsfWriter {
                 Some(libc::ELOOP) => "is a symbolic link; refusing to write through it".to_string(),
                 _ => e.to_string(),
             };
-            crate::target::Usage(format!("--ocsf {}: {why}", path.display()))
+            crate::error::Usage(format!("--ocsf {}: {why}", path.display()))
         })?;
         Ok(OcsfWriter {
             file,

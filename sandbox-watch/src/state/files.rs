@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use sandbox_watch_common::ReadKey;
 use serde::{Deserialize, Serialize};
 
-use crate::classify::{self, Classifier};
-use crate::decode::{FailedOpen, FileOpen, PathOp};
+use crate::judge::classify::{self, Classifier};
+use crate::kernel::decode::{FailedOpen, FileOpen, PathOp};
 
 const O_WRONLY: u32 = 0o1;
 const O_RDWR: u32 = 0o2;

@@ -160,14 +160,9 @@ pub fn privileged() -> bool {
         return true;
     }
     // CapEff bits: CAP_PERFMON = 38, CAP_BPF = 39.
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << 38) != 0 && caps & (1 << 39) != 0)
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .is_ok_and(|s| s.capeff & (1 << 38) != 0 && s.capeff & (1 << 39) != 0)
 }
 
 /// aya finds syscall tracepoints through tracefs; mount it where the kernel expects it when

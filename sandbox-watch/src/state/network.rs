@@ -3,10 +3,11 @@
 //! namespace.
 use std::collections::HashMap;
 
+use procfs::net::{TcpNetEntry, TcpState, UdpNetEntry, UdpState};
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{Net, NetOp};
-use crate::model::Verdict;
+use crate::kernel::decode::{Net, NetOp};
+use crate::state::processes::Verdict;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NetEntry {
@@ -142,14 +143,14 @@ impl Network {
         };
         let (mut name, mut qtype, mut malformed) = (None, None, None);
         if n.op == NetOp::Dns {
-            match crate::dns::parse_query(&n.payload) {
-                crate::dns::Query::Name {
+            match crate::judge::dns::parse_query(&n.payload) {
+                crate::judge::dns::Query::Name {
                     name: q, qtype: t, ..
                 } => {
                     name = Some(q);
                     qtype = Some(t);
                 }
-                crate::dns::Query::Malformed { reason, partial } => {
+                crate::judge::dns::Query::Malformed { reason, partial } => {
                     name = Some(partial);
                     malformed = Some(reason);
                     result = "malformed".into();
@@ -209,16 +210,21 @@ impl Network {
             let (Some(port), true) = (e.port, running(e.pid)) else {
                 continue;
             };
-            let files: &[(&str, &str)] = if e.proto == "udp" {
-                &[("udp", "07"), ("udp6", "07")]
-            } else {
-                &[("tcp", "0A"), ("tcp6", "0A")]
+            let Ok(p) = procfs::process::Process::new(e.pid as i32) else {
+                e.listening_at_end = Some(false);
+                continue;
             };
-            e.listening_at_end = Some(files.iter().any(|(file, state)| {
-                let text = std::fs::read_to_string(format!("/proc/{}/net/{file}", e.pid))
-                    .unwrap_or_default();
-                listening(&text, port, state)
-            }));
+            e.listening_at_end = Some(if e.proto == "udp" {
+                [p.udp(), p.udp6()]
+                    .iter()
+                    .flatten()
+                    .any(|t| udp_bound(t, port))
+            } else {
+                [p.tcp(), p.tcp6()]
+                    .iter()
+                    .flatten()
+                    .any(|t| tcp_listening(t, port))
+            });
         }
     }
 
@@ -230,25 +236,26 @@ impl Network {
     }
 }
 
-/// Whether a /proc/net/{tcp,udp}[6] table has a socket on local `port` in `state`.
-fn listening(table: &str, port: u16, state: &str) -> bool {
-    table.lines().skip(1).any(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        let (Some(local), Some(st)) = (cols.get(1), cols.get(3)) else {
-            return false;
-        };
-        let local_port = local
-            .rsplit(':')
-            .next()
-            .and_then(|p| u16::from_str_radix(p, 16).ok());
-        local_port == Some(port) && st.eq_ignore_ascii_case(state)
-    })
+/// Whether a TCP table (`/proc/PID/net/tcp[6]`) has a listener on local `port`.
+fn tcp_listening(table: &[TcpNetEntry], port: u16) -> bool {
+    table
+        .iter()
+        .any(|s| s.local_address.port() == port && s.state == TcpState::Listen)
+}
+
+/// Whether a UDP table (`/proc/PID/net/udp[6]`) has a socket bound to local `port` (a bound,
+/// unconnected UDP socket is in state CLOSE).
+fn udp_bound(table: &[UdpNetEntry], port: u16) -> bool {
+    table
+        .iter()
+        .any(|s| s.local_address.port() == port && s.state == UdpState::Close)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::Header;
+    use crate::kernel::decode::Header;
+    use procfs::net::{TcpNetEntries, UdpNetEntries};
 
     fn net(op: NetOp, port: u16, result: i32, sock: u64) -> Net {
         Net {
@@ -353,9 +360,33 @@ mod tests {
 
     #[test]
     fn proc_net_tables() {
-        let t = "  sl  local_address rem_address   st\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000\n";
-        assert!(listening(t, 8080, "0A"));
-        assert!(!listening(t, 8081, "0A"));
-        assert!(!listening(t, 8080, "07"));
+        use procfs::FromBufReadSI as _;
+        let info = procfs::ExplicitSystemInfo {
+            boot_time_secs: 0,
+            ticks_per_second: 100,
+            page_size: 4096,
+            is_little_endian: true,
+        };
+        let head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let line = |st: &str| {
+            format!(
+                "{head}   0: 0100007F:1F90 00000000:0000 {st} 00000000:00000000 00:00000000 00000000  1000        0 12345 1 0000000000000000 100 0 0 10 0\n"
+            )
+        };
+        let tcp = |st| {
+            TcpNetEntries::from_buf_read(line(st).as_bytes(), &info)
+                .unwrap()
+                .0
+        };
+        let udp = |st| {
+            UdpNetEntries::from_buf_read(line(st).as_bytes(), &info)
+                .unwrap()
+                .0
+        };
+        assert!(tcp_listening(&tcp("0A"), 8080));
+        assert!(!tcp_listening(&tcp("0A"), 8081));
+        assert!(!tcp_listening(&tcp("07"), 8080));
+        assert!(udp_bound(&udp("07"), 8080));
+        assert!(!udp_bound(&udp("01"), 8080));
     }
 }

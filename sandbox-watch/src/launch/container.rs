@@ -11,7 +11,9 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::target::Usage;
+use procfs::process::MountInfos;
+
+use crate::error::Usage;
 
 /// A container's cgroup, as the kernel names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,17 +33,15 @@ pub struct Container {
 /// Where cgroup2 is mounted (from /proc/self/mountinfo): /sys/fs/cgroup on a pure v2 host,
 /// /sys/fs/cgroup/unified on a hybrid one.
 pub fn cgroup2_mount() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mount_from_mountinfo(&text)
+    let mounts = procfs::process::Process::myself().ok()?.mountinfo().ok()?;
+    cgroup2_of(mounts)
 }
 
-fn mount_from_mountinfo(text: &str) -> Option<PathBuf> {
-    text.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let fstype = right.split_whitespace().next()?;
-        let mount_point = left.split_whitespace().nth(4)?;
-        (fstype == "cgroup2").then(|| PathBuf::from(mount_point))
-    })
+fn cgroup2_of(mounts: MountInfos) -> Option<PathBuf> {
+    mounts
+        .into_iter()
+        .find(|m| m.fs_type == "cgroup2")
+        .map(|m| m.mount_point)
 }
 
 /// The id a cgroup path component names, in the layouts above (None for plain names).
@@ -107,23 +107,16 @@ pub fn match_id<'a>(
 /// The cgroup v2 paths of running processes.
 fn paths_in_use() -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(all) = procfs::process::all_processes() else {
         return out;
     };
-    for e in dir.flatten() {
-        if !e
-            .file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
+    for p in all.flatten() {
+        // Hierarchy 0 is cgroup v2 (the `0::PATH` line).
+        if let Ok(groups) = p.cgroups()
+            && let Some(v2) = groups.0.into_iter().find(|g| g.hierarchy == 0)
+            && !out.contains(&v2.pathname)
         {
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(e.path().join("cgroup"))
-            && let Some(p) = text.lines().find_map(|l| l.strip_prefix("0::"))
-            && !out.iter().any(|o| o == p)
-        {
-            out.push(p.to_string());
+            out.push(v2.pathname);
         }
     }
     out
@@ -243,10 +236,13 @@ impl Container {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use procfs::FromBufRead as _;
 
     #[test]
     fn finds_the_cgroup2_mount_in_both_layouts() {
         let hybrid = "30 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs ro\n41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        let mount_from_mountinfo =
+            |text: &str| cgroup2_of(MountInfos::from_buf_read(text.as_bytes()).unwrap());
         assert_eq!(
             mount_from_mountinfo(hybrid),
             Some(PathBuf::from("/sys/fs/cgroup/unified"))

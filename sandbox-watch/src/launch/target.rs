@@ -6,12 +6,8 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
-use crate::model::Existing;
-
-/// A usage error: exit 2 with this sentence.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Usage(pub String);
+use crate::error::Usage;
+use crate::state::processes::Existing;
 
 /// Finds the program a command names, as execvp would, so a command that cannot be started
 /// is refused before anything runs.
@@ -39,16 +35,15 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
     if name.contains('/') {
         return check(Path::new(name));
     }
+    // As execvp: the first executable file of that name in PATH (the default path when unset).
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(name);
-        if candidate.is_file() {
-            return check(&candidate);
-        }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    match which::which_in(name, Some(path), cwd) {
+        Ok(found) => check(&found),
+        Err(_) => Err(Usage(format!(
+            "cannot start `{name}`: no such command in PATH; give a path or install it"
+        ))),
     }
-    Err(Usage(format!(
-        "cannot start `{name}`: no such command in PATH; give a path or install it"
-    )))
 }
 
 /// Who the agent runs as, when not as ourselves.

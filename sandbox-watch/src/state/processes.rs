@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::decode::{Event, Exec};
+use crate::kernel::decode::{Event, Exec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -252,7 +252,7 @@ impl Model {
     fn exec(&mut self, e: &Exec) -> usize {
         let h = &e.header;
         let key = self.key(h.tgid, h.start_ns);
-        let exe = crate::decode::normalize_exe(&e.filename, &e.cwd);
+        let exe = crate::kernel::decode::normalize_exe(&e.filename, &e.cwd);
         let launcher = matches!(self.rule, AgentRule::FirstNonLauncher)
             && self.agent_netns.is_none()
             && is_launcher(&exe, &e.argv);
@@ -305,7 +305,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::Header;
+    use crate::kernel::decode::Header;
 
     fn header(tgid: u32, start_ns: u64, at: u64) -> Header {
         Header {

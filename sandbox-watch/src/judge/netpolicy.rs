@@ -22,6 +22,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use ipnet::IpNet;
+
 /// One `--allow-net` rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rule {
@@ -172,20 +174,19 @@ fn family(addr: IpAddr) -> &'static str {
 }
 
 fn max_prefix(addr: IpAddr) -> u8 {
-    if addr.is_ipv4() { 32 } else { 128 }
+    IpNet::from(addr).max_prefix_len()
 }
 
+/// The network `addr/prefix` (a prefix at most the address length: checked by the callers).
+fn network(addr: IpAddr, prefix: u8) -> IpNet {
+    IpNet::new(addr, prefix)
+        .expect("the prefix was checked against the address length")
+        .trunc()
+}
+
+/// `addr` with the host bits of `/prefix` cleared.
 fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
-    match addr {
-        IpAddr::V4(a) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
-        }
-    }
+    network(addr, prefix).network()
 }
 
 fn parse_port(p: &str) -> Result<u16, String> {
@@ -276,14 +277,10 @@ impl Rule {
     }
 }
 
-/// Does the network `net/prefix` hold `addr` (both canonical)?
+/// Does the network `net/prefix` hold `addr` (both canonical; an address of the other family
+/// is never held)?
 fn contains(net: IpAddr, prefix: u8, addr: IpAddr) -> bool {
-    match (net, addr) {
-        (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
-            mask(addr, prefix) == net
-        }
-        _ => false,
-    }
+    network(net, prefix).contains(&addr)
 }
 
 /// Does a host rule's name (`example.com` or `*.example.com`) match `name`?

@@ -1,0 +1,254 @@
+//! The command line: what clap parses, and the checks of each value (a bad one is a usage
+//! error that says what to give instead).
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::judge::netpolicy;
+use crate::kernel::probe::FileHook;
+use crate::output::report;
+
+#[derive(Parser)]
+#[command(
+    name = "sandbox-watch",
+    version,
+    about = "Shows what an AI agent did inside its sandbox, recorded from the kernel.",
+    long_about = "Shows what an AI agent did inside its sandbox, recorded from the kernel where the agent \
+cannot reach or edit the record: every command it ran, the files it read and changed (credentials and \
+persistence flagged), and whether anything ran outside its network namespace.\n\n\
+With no subcommand, runs a short demo agent session under the probe and prints its summary.",
+    after_help = "Examples:\n  sudo sandbox-watch run --report r.json --log run.jsonl -- ./agent.sh\n  \
+sudo sandbox-watch run --headless --fail-on outside,credential -- unshare -n python3 agent.py\n  \
+sudo sandbox-watch attach --duration 60 1234\n  sandbox-watch verify run.jsonl\n\n\
+Exit status: the agent's own (run), 3 when a --fail-on kind was found, 2 for a usage error, \
+4 when the probe cannot start, 1 for other errors. verify and replay: 1 for a tampered log, 5 \
+for one that never ended."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Launch the agent under the probe; ends when it exits (after --linger).
+    Run(RunArgs),
+    /// Watch a running process and its descendants; ends when they are gone.
+    Attach(AttachArgs),
+    /// Watch everything inside one container, whatever started it; ends when it is empty.
+    Container(ContainerArgs),
+    /// Check a log's hash chain offline (no root, no kernel needed). Exit 0: intact and
+    /// ended; 1: a record changed, removed, inserted or reordered (the first bad seq is named),
+    /// or not a log; 5: intact but without its end record (the monitor was killed, or records
+    /// were cut from the end).
+    Verify {
+        /// The evidence log (JSONL) written by --log.
+        log: PathBuf,
+    },
+    /// The TUI again on a recorded log (headless: the report and summary rebuilt from it),
+    /// after checking its hash chain.
+    Replay(ReplayArgs),
+    /// Run the bundled demo agent session under the probe and print its summary.
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct CaptureArgs {
+    /// No TUI: write the log, report and summary only (also when stdin or stdout is not a
+    /// terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// The evidence log (JSONL, hash-chained), written as events arrive.
+    #[arg(long, value_name = "PATH")]
+    pub log: Option<PathBuf>,
+    /// Overwrite an existing --log file.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub out: Outputs,
+    /// The same events as OCSF 1.3 JSONL (Process Activity 1007, File System Activity 1001,
+    /// Network Activity 4001, DNS Activity 4003).
+    #[arg(long, value_name = "PATH")]
+    pub ocsf: Option<PathBuf>,
+    /// Stop after this many seconds (what is still running then is reported and left running).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_duration)]
+    pub duration: Option<f64>,
+    /// Also count reads of files matching this glob as credential reads (repeatable).
+    #[arg(long = "credential", value_name = "GLOB")]
+    pub credentials: Vec<String>,
+    /// A file of more credential globs, one a line (`#` starts a comment).
+    #[arg(long = "credentials-file", value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
+    /// Compare verdicts with this net namespace instead (a pid or /proc/PID/ns/net).
+    #[arg(long, value_name = "PID|/proc/PID/ns/net")]
+    pub agent_netns: Option<String>,
+    /// Allowed destinations (repeatable): CIDR[:PORT] or HOST[:PORT] (no port: any port;
+    /// *.domain for its subdomains). A connect no rule allows is a `network` violation, and so
+    /// is a DNS question unless a host rule names it or a rule allows its resolver (the
+    /// resolver's address, any port or 53). Without the option there are none. DNS answers
+    /// are not seen: a host rule allows a connect (to the rule's port) by a process that asked
+    /// for that name, whatever the address; use CIDR rules where that is too loose.
+    #[arg(long = "allow-net", value_name = "CIDR[:PORT]|HOST[:PORT]", value_parser = parse_allow_net)]
+    pub allow_net: Vec<String>,
+    /// Ring buffer size in bytes (a power of two, at least 4096).
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
+    pub ring_buffer: Option<u32>,
+    /// Use this file-open hook instead of trying fentry first.
+    #[arg(long, value_name = "fentry|tracepoint", value_parser = parse_file_hook)]
+    pub file_hook: Option<FileHook>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    /// Seconds to keep watching after the agent exits, for its last children's events.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0,
+        allow_negative_numbers = true,
+        value_parser = parse_secs
+    )]
+    pub linger: f64,
+    /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// The agent's command line.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    /// The process to watch, with its descendants.
+    #[arg(value_parser = parse_pid, allow_hyphen_values = true)]
+    pub pid: u32,
+}
+
+#[derive(Args)]
+pub struct ContainerArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    /// A container id (full or an unambiguous start), a name known to docker, podman, nerdctl
+    /// or crictl, or a cgroup v2 path (absolute, or relative to the cgroup2 mount).
+    #[arg(value_name = "ID|NAME|CGROUP")]
+    pub target: String,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// No TUI: write the report and summary only.
+    #[arg(long)]
+    pub headless: bool,
+    #[command(flatten)]
+    pub out: Outputs,
+    /// The evidence log (JSONL) written by --log.
+    pub log: PathBuf,
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Keep the demo's files in this directory (default: a temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn parse_pid(s: &str) -> Result<u32, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n > 0 && n <= u32::MAX as i64 => Ok(n as u32),
+        Ok(n) => Err(format!(
+            "{n} is not a process id; give a positive number such as 1234"
+        )),
+        Err(_) => Err(format!(
+            "'{s}' is not a process id; give a number such as 1234"
+        )),
+    }
+}
+
+/// The violation kinds of `--fail-on`.
+#[derive(Clone, Debug)]
+pub struct Kinds(pub Vec<String>);
+
+pub fn parse_fail_on(s: &str) -> Result<Kinds, String> {
+    let kinds: Vec<String> = s.split(',').map(|k| k.trim().to_string()).collect();
+    for k in &kinds {
+        if k.is_empty() {
+            return Err(format!(
+                "an empty kind in '{s}'; give a comma list of {}",
+                report::VIOLATION_KINDS.join(", ")
+            ));
+        }
+        if !report::VIOLATION_KINDS.contains(&k.as_str()) {
+            return Err(format!(
+                "unknown kind '{k}'; choose from {}",
+                report::VIOLATION_KINDS.join(", ")
+            ));
+        }
+    }
+    Ok(Kinds(kinds))
+}
+
+pub fn parse_allow_net(s: &str) -> Result<String, String> {
+    netpolicy::parse_rule(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.reason)
+}
+
+pub fn parse_ring_size(s: &str) -> Result<u32, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of bytes"))?;
+    if n > 1 << 30 {
+        return Err(format!("{n} is too large; give a power of two up to 1 GiB"));
+    }
+    let n = n as u32;
+    if n < 4096 || !n.is_power_of_two() {
+        return Err(format!("{n} is not a power of two of at least 4096"));
+    }
+    Ok(n)
+}
+
+pub fn parse_duration(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!(
+            "'{s}' is not a positive number of seconds; give one like 30 or 0.5"
+        )),
+    }
+}
+
+pub fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!(
+            "'{s}' is not a number of seconds; give one like 1, 0.5 or 30"
+        )),
+    }
+}
+
+pub fn parse_file_hook(s: &str) -> Result<FileHook, String> {
+    match s {
+        "fentry" => Ok(FileHook::Fentry),
+        "tracepoint" => Ok(FileHook::Tracepoint),
+        _ => Err(format!("'{s}' is not a hook; choose fentry or tracepoint")),
+    }
+}
+
+/// Where a capture's or a replay's results go.
+#[derive(Args, Clone)]
+pub struct Outputs {
+    /// The JSON report, written at the end (of the capture, or of the replay).
+    #[arg(long, value_name = "PATH")]
+    pub report: Option<PathBuf>,
+    /// The Markdown one-screen summary, appended to PATH (default: $GITHUB_STEP_SUMMARY when
+    /// set). The report, by contrast, is written anew.
+    #[arg(long, value_name = "PATH")]
+    pub summary: Option<PathBuf>,
+    /// Comma list of violation kinds that make the exit status 3:
+    /// outside, credential, persistence, network, lost, leftover.
+    #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
+    pub fail_on: Option<Kinds>,
+}

@@ -1,0 +1,83 @@
+//! `verify` and `replay`: the commands on a recorded log (no root, no kernel).
+use std::path::Path;
+
+use super::args::ReplayArgs;
+use super::outputs::{check_outputs, conclude, file_key, summary_option, summary_path};
+use super::say;
+use super::watch::{interactive, runtime, tui_options};
+use crate::error::{Result, Usage, exit};
+use crate::output::verify::{self, Verdict};
+use crate::{replay, tui};
+
+/// `verify LOG`: the status is the verdict's (0 intact and ended, 1 tampered, 5 unended).
+pub fn verify(log: &Path) -> u8 {
+    match verify::verify(log) {
+        Ok(v) => {
+            let msg = v.message(&log.display().to_string());
+            if v.exit_code() == 0 {
+                say(&msg)
+            } else {
+                eprintln!("{msg}")
+            }
+            v.exit_code()
+        }
+        Err(e) => {
+            eprintln!("{}: cannot read: {e}", log.display());
+            exit::OTHER
+        }
+    }
+}
+
+pub fn replay(args: ReplayArgs) -> Result<u8> {
+    let summary = summary_path(&args.out);
+    check_outputs(&[
+        ("--report", args.out.report.as_deref()),
+        (summary_option(&args.out), summary.as_deref()),
+    ])?;
+    for (option, path) in [("--report", &args.out.report), ("--summary", &summary)] {
+        if path
+            .as_deref()
+            .is_some_and(|p| file_key(p) == file_key(&args.log))
+        {
+            return Err(Usage(format!(
+                "the log and {option} name the same file ({}); give the output its own",
+                args.log.display()
+            ))
+            .into());
+        }
+    }
+    let replayed = replay::load(&args.log)?;
+    let chain_msg = replayed.chain.message(&args.log.display().to_string());
+    let problem = match &replayed.chain {
+        Verdict::Tampered { .. } => Some(true),
+        Verdict::Unended { .. } => Some(false),
+        _ => None,
+    };
+    if interactive(args.headless) {
+        let options = tui::Options {
+            log_problem: problem.map(|tampered| tui::LogProblem {
+                tampered,
+                message: chain_msg.clone(),
+            }),
+            ..tui_options(true)
+        };
+        runtime()?.block_on(tui::replay(args.log.clone(), options))?;
+    }
+    let code = conclude(&args.out, &replayed.report, 0)?;
+    match problem {
+        Some(true) => {
+            eprintln!(
+                "\nsandbox-watch: THIS LOG FAILED VERIFICATION. {chain_msg}\nThe report above was rebuilt from records that cannot be trusted."
+            );
+            Ok(exit::OTHER)
+        }
+        Some(false) => {
+            eprintln!(
+                "\nsandbox-watch: {chain_msg}\nThe report covers the records up to where the log stops."
+            );
+            // Not a clean record: say so in the status too, as `verify` does.
+            Ok(if code == 0 { exit::UNENDED } else { code })
+        }
+        None => Ok(code),
+    }
+}

@@ -1,0 +1,145 @@
+//! Where the results go: the output paths, checked before anything starts, then the report and
+//! summary written at the end, and the `--fail-on` status.
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::args::Outputs;
+use crate::error::{Usage, exit};
+use crate::output::report;
+
+/// Every output path is checked before anything starts, so a run is never lost to a path
+/// that cannot be written at its end: each is a file (not a directory) in a directory that
+/// exists, can be written, and no two options name the same file.
+pub(super) fn check_outputs(named: &[(&str, Option<&Path>)]) -> Result<(), Usage> {
+    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    for &(option, path) in named {
+        let Some(path) = path else { continue };
+        let what = || format!("{option} {}", path.display());
+        if path.is_dir() {
+            return Err(Usage(format!(
+                "{}: is a directory; give a file path",
+                what()
+            )));
+        }
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(Usage(format!(
+                "{}: directory {} does not exist",
+                what(),
+                dir.display()
+            )));
+        }
+        if nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_err() {
+            return Err(Usage(format!(
+                "{}: directory {} is not writable",
+                what(),
+                dir.display()
+            )));
+        }
+        let file = file_key(path);
+        if let Some((other, _)) = seen.iter().find(|(_, f)| *f == file) {
+            return Err(Usage(format!(
+                "{other} and {option} name the same file ({}); give each its own",
+                path.display()
+            )));
+        }
+        seen.push((option, file));
+    }
+    // The report and summary are written at the end: try now (the log and OCSF files are
+    // opened now anyway). An existing file is opened without changing it; a new one is created
+    // and removed.
+    for &(option, path) in named {
+        let Some(path) = path.filter(|_| option != "--log" && option != "--ocsf") else {
+            continue;
+        };
+        let tried = if path.exists() {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(drop)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .and_then(|_| std::fs::remove_file(path))
+        };
+        tried.map_err(|e| Usage(format!("{option} {}: cannot write it: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// A path with its directory resolved, to tell whether two options name one file.
+pub(super) fn file_key(path: &Path) -> PathBuf {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .join(path.file_name().unwrap_or_default())
+}
+
+/// What names the summary's path, for messages.
+pub(super) fn summary_option(out: &Outputs) -> &'static str {
+    if out.summary.is_some() {
+        "--summary"
+    } else {
+        "$GITHUB_STEP_SUMMARY"
+    }
+}
+
+/// Where the summary goes: --summary, else $GITHUB_STEP_SUMMARY when set (and not empty).
+pub(super) fn summary_path(out: &Outputs) -> Option<PathBuf> {
+    out.summary.clone().or_else(|| {
+        std::env::var_os("GITHUB_STEP_SUMMARY")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// Writes the report and summary; the exit status: 3 on a --fail-on kind, else `code`.
+pub(super) fn conclude(
+    args: &Outputs,
+    report: &report::Report,
+    code: u8,
+) -> crate::error::Result<u8> {
+    if let Some(path) = &args.report {
+        // Streamed: a report of a million entries is never one string in memory.
+        let write = || -> std::io::Result<()> {
+            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+            serde_json::to_writer_pretty(&mut out, report)?;
+            out.flush()
+        };
+        write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    let summary = report.summary();
+    if let Some(path) = summary_path(args) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        f.write_all(summary.as_bytes())?;
+    }
+    let _ = std::io::stderr().write_all(summary.as_bytes());
+    let failed: Vec<&report::Violation> = match &args.fail_on {
+        Some(kinds) => report
+            .violations
+            .iter()
+            .filter(|v| kinds.0.contains(&v.kind))
+            .collect(),
+        None => Vec::new(),
+    };
+    if let Some(v) = failed.first() {
+        eprintln!(
+            "sandbox-watch: failing (--fail-on {}): {}",
+            v.kind, v.summary
+        );
+        return Ok(exit::FAIL_ON);
+    }
+    Ok(code)
+}

@@ -1,0 +1,400 @@
+//! `run`, `attach` and `container`: the commands that load the probe, watch a target to its
+//! end (with the TUI when there is a terminal), then write the report and summary.
+use std::time::Duration;
+
+use super::args::{AttachArgs, CaptureArgs, ContainerArgs, RunArgs};
+use super::outputs::{check_outputs, conclude, summary_option, summary_path};
+use crate::capture::{Capture, Ends, Mode};
+use crate::error::{Result, Usage};
+use crate::judge::{classify, netpolicy, redact};
+use crate::kernel::probe::{Probe, ProbeOptions};
+use crate::launch::{container, target};
+use crate::output::{evidence, ocsf_out, report};
+use crate::state::processes::{self, AgentRule, Model};
+use crate::tui;
+
+/// What `prepare` opened before the agent starts.
+struct Prepared {
+    classifier: classify::Classifier,
+    log: Option<evidence::LogWriter>,
+    ocsf: Option<ocsf_out::OcsfWriter>,
+}
+
+/// Checks the options every capture shares and opens the log, before anything starts.
+fn prepare(args: &CaptureArgs) -> Result<Prepared> {
+    let mut globs = args.credentials.clone();
+    if let Some(path) = &args.credentials_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Usage(format!("--credentials-file {}: {e}", path.display())))?;
+        globs.extend(
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or_default().trim())
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+    }
+    let classifier = classify::Classifier::new(&globs)?;
+    check_outputs(&[
+        ("--log", args.log.as_deref()),
+        ("--report", args.out.report.as_deref()),
+        (
+            summary_option(&args.out),
+            summary_path(&args.out).as_deref(),
+        ),
+        ("--ocsf", args.ocsf.as_deref()),
+    ])?;
+    let log = match &args.log {
+        Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
+        None => None,
+    };
+    let ocsf = match &args.ocsf {
+        Some(path) => Some(ocsf_out::OcsfWriter::create(path, args.force)?),
+        None => None,
+    };
+    Ok(Prepared {
+        classifier,
+        log,
+        ocsf,
+    })
+}
+
+fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
+    let Some(spec) = spec else { return Ok(None) };
+    let path = match spec.parse::<u32>() {
+        Ok(pid) => format!("/proc/{pid}/ns/net"),
+        Err(_) => spec.to_string(),
+    };
+    let link = std::fs::read_link(&path).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::EINVAL) => "is not a namespace link".to_string(),
+            Some(libc::ENOENT) if spec.parse::<u32>().is_ok() => "no such process".to_string(),
+            _ => e.to_string(),
+        };
+        Usage(format!(
+            "--agent-netns {spec}: {path} {why}; give a pid or /proc/PID/ns/net"
+        ))
+    })?;
+    let link = link.to_string_lossy();
+    link.starts_with("net:[")
+        .then(|| target::parse_ns_link(&link))
+        .flatten()
+        .map(Some)
+        .ok_or_else(|| {
+            Usage(format!(
+                "--agent-netns {spec}: {path} is not a network namespace"
+            ))
+        })
+}
+
+fn probe_options(args: &CaptureArgs) -> ProbeOptions {
+    ProbeOptions {
+        ring_buffer_bytes: args.ring_buffer,
+        cgroup: None,
+        file_hook: args.file_hook,
+    }
+}
+
+pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+pub fn run(args: RunArgs) -> Result<u8> {
+    let prepared = prepare(&args.capture)?;
+    let program = target::resolve_program(&args.command[0])?;
+    let user = target::agent_user(args.user.as_deref())?;
+    let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
+    if !(args.linger >= 0.0 && args.linger.is_finite()) {
+        return Err(Usage(format!(
+            "--linger {}: give a number of seconds",
+            args.linger
+        ))
+        .into());
+    }
+    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let ring = probe.ring()?;
+    let tui = use_tui(&args.capture);
+    let (pane, terminal) = match tui {
+        true => {
+            let (ours, theirs) = target::pseudo_terminal()?;
+            (Some(ours), Some(theirs))
+        }
+        false => (None, None),
+    };
+    // No other thread exists yet: the fork is safe.
+    let child = target::fork_gated(&program, &args.command, user, terminal)?;
+    probe.trace(child.pid.as_raw() as u32)?;
+    let rule = fixed_ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
+    let model = Model::new(rule);
+    let capture = new_capture(
+        Mode::Run {
+            command: redact::redact_argv(&args.command).0,
+            pid: child.pid.as_raw() as u32,
+        },
+        probe,
+        model,
+        prepared,
+        &args.capture,
+    );
+    let pid = child.release()?;
+
+    let rt = runtime()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
+            let _ = tx.send(status);
+        }
+    });
+    let ends = Ends {
+        agent: Some(rx),
+        linger: Duration::from_secs_f64(args.linger),
+        duration: args.capture.duration.map(Duration::from_secs_f64),
+        when_empty: false,
+        container: None,
+        stop: None,
+    };
+    let screen = tui.then_some(Screen {
+        pane,
+        agent: Some(pid),
+    });
+    let report = drive(&rt, capture, ring, ends, screen)?;
+    let agent_code = match (report.exit.code, report.exit.signal) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        _ => 0,
+    };
+    conclude(&args.capture.out, &report, agent_code)
+}
+
+pub fn attach(args: AttachArgs) -> Result<u8> {
+    let prepared = prepare(&args.capture)?;
+    target::check_attachable(args.pid)?;
+    let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
+    let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
+    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let ring = probe.ring()?;
+    let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
+    model.agent_pid = Some(args.pid);
+    // Trace the tree, then look again until no new member appears: a child forked while we
+    // were adding its parent is caught either by the kernel (parent traced) or by the rescan.
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let members = target::tree(args.pid);
+        let new: Vec<_> = members
+            .into_iter()
+            .filter(|m| !seen.contains(&m.pid))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for m in new {
+            probe.trace(m.pid)?;
+            seen.insert(m.pid);
+            model.seed(m);
+        }
+    }
+    if seen.is_empty() {
+        return Err(Usage(format!(
+            "no process with pid {} (it exited before the attach)",
+            args.pid
+        ))
+        .into());
+    }
+    let capture = new_capture(
+        Mode::Attach { pid: args.pid },
+        probe,
+        model,
+        prepared,
+        &args.capture,
+    );
+    watch_target(&args.capture, capture, ring, true, None)
+}
+
+pub fn container(args: ContainerArgs) -> Result<u8> {
+    let prepared = prepare(&args.capture)?;
+    let c = container::resolve(&args.target)?;
+    let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
+    let mut options = probe_options(&args.capture);
+    options.cgroup = Some((c.cgroup_id, c.level));
+    let mut probe = Probe::load(&options)?;
+    let ring = probe.ring()?;
+    // The processes already inside; the kernel adds the others by cgroup from now on.
+    let inside: Vec<processes::Existing> =
+        c.pids().into_iter().filter_map(target::existing).collect();
+    let ns = fixed_ns.or_else(|| inside.iter().find_map(|e| e.netns));
+    let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
+    model.agent_pid = inside.first().map(|e| e.pid);
+    for e in inside {
+        probe.trace(e.pid)?;
+        model.seed(e);
+    }
+    let mode = Mode::Container {
+        id: c.id.clone(),
+        cgroup: c.cgroup.clone(),
+    };
+    let capture = new_capture(mode, probe, model, prepared, &args.capture);
+    watch_target(&args.capture, capture, ring, false, Some(c))
+}
+
+/// The policy of `--allow-net`; host names are also resolved now (best effort) so a connect
+/// to their address matches without having seen the DNS question.
+fn policy(rules: &[String]) -> netpolicy::Policy {
+    use std::net::ToSocketAddrs;
+    let rules: Vec<netpolicy::Rule> = rules
+        .iter()
+        .filter_map(|r| netpolicy::parse_rule(r).ok())
+        .collect();
+    let mut all = rules.clone();
+    for rule in &rules {
+        if let netpolicy::Rule::Host { host, port } = rule
+            && !host.starts_with('*')
+            && let Ok(addrs) = (host.as_str(), port.unwrap_or(0)).to_socket_addrs()
+        {
+            for a in addrs {
+                let prefix = if a.is_ipv4() { 32 } else { 128 };
+                all.push(netpolicy::Rule::Cidr {
+                    net: a.ip(),
+                    prefix,
+                    port: *port,
+                });
+            }
+        }
+    }
+    netpolicy::Policy::new(all)
+}
+
+/// A capture with what `prepare` opened and the options every mode shares.
+fn new_capture(
+    mode: Mode,
+    probe: Probe,
+    model: Model,
+    prepared: Prepared,
+    args: &CaptureArgs,
+) -> Capture {
+    let mut capture = Capture::new(mode, probe, model, prepared.classifier, prepared.log);
+    capture.policy = policy(&args.allow_net);
+    capture.allow_net = args.allow_net.clone();
+    capture.ocsf = prepared.ocsf;
+    capture
+}
+
+/// The TUI is used unless --headless, or when stdin and stdout are not a terminal.
+pub(super) fn interactive(headless: bool) -> bool {
+    use std::io::IsTerminal as _;
+    !headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
+}
+
+fn use_tui(args: &CaptureArgs) -> bool {
+    interactive(args.headless)
+}
+
+/// attach and container: watch until the target is gone, at --duration or on a signal, then
+/// write the report and summary.
+fn watch_target(
+    args: &CaptureArgs,
+    capture: Capture,
+    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    when_empty: bool,
+    container: Option<container::Container>,
+) -> Result<u8> {
+    let ends = Ends {
+        agent: None,
+        linger: Duration::ZERO,
+        duration: args.duration.map(Duration::from_secs_f64),
+        when_empty,
+        container,
+        stop: None,
+    };
+    let screen = use_tui(args).then_some(Screen {
+        pane: None,
+        agent: None,
+    });
+    let report = drive(&runtime()?, capture, ring, ends, screen)?;
+    conclude(&args.out, &report, 0)
+}
+
+/// What the TUI shows besides the records: the agent's terminal (run mode).
+struct Screen {
+    pane: Option<std::os::fd::OwnedFd>,
+    agent: Option<nix::unistd::Pid>,
+}
+
+pub(super) fn tui_options(replay: bool) -> tui::Options {
+    tui::Options {
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        replay,
+        log_problem: None,
+    }
+}
+
+/// Runs the capture to its end, with the TUI when there is a screen: the TUI gets every
+/// record as it is logged and stays until `q` after the capture ends; quitting it first ends
+/// the capture (and, unless the user chose to leave it running, stops the agent).
+fn drive(
+    rt: &tokio::runtime::Runtime,
+    mut capture: Capture,
+    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    mut ends: Ends,
+    screen: Option<Screen>,
+) -> anyhow::Result<report::Report> {
+    let Some(screen) = screen else {
+        capture.log_start();
+        rt.block_on(capture.watch(ring, ends))?;
+        return Ok(capture.finish());
+    };
+    let (feed, feed_rx) = tokio::sync::mpsc::channel(1 << 16);
+    capture.feed = Some(feed.clone());
+    capture.log_start();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel();
+    ends.stop = Some(stop_rx);
+    let (done, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+    // The agent's terminal, for leaving the agent running after the TUI is gone.
+    let keep = match &screen.pane {
+        Some(fd) => Some(fd.try_clone()?),
+        None => None,
+    };
+    rt.block_on(async move {
+        let capturing = async {
+            let watched = capture.watch(ring, ends).await;
+            let report = capture.finish();
+            let reason = capture.ended_by.clone();
+            let _ = done.send(());
+            let _ = feed.send(tui::Feed::Ended { reason }).await;
+            watched.map(|_| report)
+        };
+        let showing = async {
+            let quit = tui::run(feed_rx, tui_options(false), screen.pane).await;
+            match (&quit, screen.agent) {
+                (Ok(tui::Quit::StopAgent), Some(agent)) => {
+                    // Stop it, and let the capture see it go (its end ends the capture); one
+                    // that ignores SIGTERM gets SIGKILL.
+                    use nix::sys::signal::{Signal, killpg};
+                    use tokio::sync::oneshot::error::TryRecvError;
+                    if matches!(done_rx.try_recv(), Err(TryRecvError::Empty)) {
+                        let _ = killpg(agent, Signal::SIGTERM);
+                        let three = Duration::from_secs(3);
+                        if tokio::time::timeout(three, &mut done_rx).await.is_err() {
+                            let _ = killpg(agent, Signal::SIGKILL);
+                            let two = Duration::from_secs(2);
+                            let _ = tokio::time::timeout(two, &mut done_rx).await;
+                        }
+                    }
+                }
+                (Ok(tui::Quit::LeaveAgentRunning), _) => {
+                    if let Some(master) = keep
+                        && let Err(e) = target::keep_terminal_open(master)
+                    {
+                        eprintln!("sandbox-watch: cannot keep the agent's terminal open: {e}");
+                    }
+                }
+                _ => {}
+            }
+            let _ = stop.send(());
+            quit
+        };
+        let (report, quit) = tokio::join!(capturing, showing);
+        quit.map_err(|e| anyhow::anyhow!("the terminal: {e}"))?;
+        report
+    })
+}

@@ -1,0 +1,4 @@
+pub mod classify;
+pub mod dns;
+pub mod netpolicy;
+pub mod redact;

@@ -1,0 +1,2 @@
+pub mod decode;
+pub mod probe;

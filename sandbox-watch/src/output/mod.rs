@@ -1,0 +1,5 @@
+pub mod evidence;
+pub mod ocsf;
+pub mod ocsf_out;
+pub mod report;
+pub mod verify;

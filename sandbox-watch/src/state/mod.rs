@@ -1,0 +1,3 @@
+pub mod files;
+pub mod network;
+pub mod processes;

@@ -1,0 +1,202 @@
+//! The details pane: the selected row's record (and the records it gathered), pretty.
+use super::*;
+
+impl App {
+    pub(super) fn details_for_selection(&self) -> Option<Details> {
+        let view = self.view;
+        let vis = self.visible(view);
+        let key = vis.key_at(self.selected_pos(view)?)?;
+        let first = self.first_at;
+        match view {
+            View::Processes => {
+                let (i, _) = *self.procs.order.get(key as usize)?;
+                let p = &self.procs.procs[i as usize];
+                let mut lines = vec![];
+                lines.push(format!(
+                    "pid {} · parent {} · {} child{}",
+                    p.pid,
+                    p.ppid.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+                    p.children.len(),
+                    if p.children.len() == 1 { "" } else { "ren" }
+                ));
+                let status = match (p.exit_code, p.signal) {
+                    (_, Some(s)) => format!("killed by {}", signal_name(s)),
+                    (Some(c), None) => format!("exited {c}"),
+                    (None, None) if self.ended.is_some() => {
+                        "still running when the capture ended".into()
+                    }
+                    (None, None) => "running".into(),
+                };
+                let ran = match (p.started_ns, p.ended_ns) {
+                    (Some(s), Some(e)) => format!(" · ran {}", duration_text(e - s)),
+                    _ => String::new(),
+                };
+                lines.push(format!("status: {status}{ran}"));
+                let mut flags = vec![];
+                if p.verdict != Verdict::Unknown {
+                    flags.push(p.verdict.word().to_string());
+                }
+                if p.fork_only {
+                    flags.push("fork only (argv is the parent's)".into());
+                }
+                if p.preexisting {
+                    flags.push("preexisting".into());
+                }
+                if p.launcher {
+                    flags.push("launcher".into());
+                }
+                if !flags.is_empty() {
+                    lines.push(format!("verdict: {}", flags.join(" · ")));
+                }
+                lines.push(format!("argv: {}", p.argv));
+                for raw in &p.records {
+                    lines.push(String::new());
+                    record_lines(raw, first, &mut lines);
+                }
+                if p.records_dropped > 0 {
+                    lines.push(format!(
+                        "({} more records in the Log view)",
+                        p.records_dropped
+                    ));
+                }
+                Some(Details {
+                    title: format!("process {}", p.pid),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Files => {
+                let r = self.files.get(key)?;
+                let mut lines = self.process_line(r.pid);
+                record_lines(&r.raw, first, &mut lines);
+                Some(Details {
+                    title: format!("file {}", r.path),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Network => {
+                let r = self.net.get(key)?;
+                let mut lines = self.process_line(r.pid);
+                record_lines(&r.raw, first, &mut lines);
+                for later in &r.later {
+                    lines.push(String::new());
+                    record_lines(later, first, &mut lines);
+                }
+                Some(Details {
+                    title: format!("network {} {}", r.op, r.dest),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Alerts => {
+                let a = self.alerts.get(key)?;
+                let mut lines = vec![format!("{}: {}", a.kind.name(), a.summary)];
+                lines.push(if a.violation {
+                    "source: violation record (the capture's final list)".into()
+                } else {
+                    "source: derived live from the record below".into()
+                });
+                lines.extend(self.process_line(a.pid));
+                if let Some(raw) = &a.raw {
+                    record_lines(raw, first, &mut lines);
+                }
+                Some(Details {
+                    title: format!("alert: {}", a.kind.name()),
+                    lines,
+                    scroll: 0,
+                })
+            }
+            View::Log => {
+                let r = self.log.get(key)?;
+                let mut lines = vec![];
+                record_lines(&r.raw, first, &mut lines);
+                Some(Details {
+                    title: format!(
+                        "record {}",
+                        r.seq
+                            .map(|s| s.to_string())
+                            .unwrap_or_else(|| r.kind.clone())
+                    ),
+                    lines,
+                    scroll: 0,
+                })
+            }
+        }
+    }
+
+    fn process_line(&self, pid: Option<u32>) -> Vec<String> {
+        let Some(pid) = pid else { return vec![] };
+        match self.procs.by_pid(pid) {
+            Some(p) => vec![format!("process: pid {pid} {}", p.argv), String::new()],
+            None => vec![format!("process: pid {pid}"), String::new()],
+        }
+    }
+}
+
+/// A record, pretty: a heading line, then `key  value` lines (nested objects as `a.b`).
+fn record_lines(raw: &str, first: Option<i64>, out: &mut Vec<String>) {
+    let v: Value = match serde_json::from_str(raw) {
+        Ok(v) => v,
+        Err(_) => {
+            out.push(raw.to_string());
+            return;
+        }
+    };
+    let kind = str_field(&v, "kind").unwrap_or("record");
+    let seq = u64_field(&v, "seq")
+        .map(|s| format!(" · seq {s}"))
+        .unwrap_or_default();
+    let when = offset_text(at_ns(&v), first);
+    let when = if when.is_empty() {
+        when
+    } else {
+        format!(" · {when}")
+    };
+    out.push(format!("── {kind}{seq}{when} ──"));
+    let mut fields = vec![];
+    flatten_fields(&v, "", &mut fields);
+    let width = fields
+        .iter()
+        .map(|(k, _)| k.len())
+        .max()
+        .unwrap_or(0)
+        .min(24);
+    for (k, val) in fields {
+        if k == "kind" {
+            continue;
+        }
+        out.push(format!("{k:<width$}  {val}"));
+    }
+    // What a person cannot read at a glance.
+    if let Some(sig) = i64_field(&v, "signal") {
+        out.push(format!("{:<width$}  {}", "(signal)", signal_name(sig)));
+    }
+}
+
+fn flatten_fields(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match val {
+                    Value::Object(inner) if !inner.is_empty() => flatten_fields(val, &key, out),
+                    _ => out.push((key, value_text(val))),
+                }
+            }
+        }
+        other => out.push((prefix.to_string(), value_text(other))),
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "—".into(),
+        other => other.to_string(),
+    }
+}
