@@ -21,6 +21,17 @@ pub const PATH_TRUNCATED: u32 = 1 << 2;
 pub const NEW_PATH_TRUNCATED: u32 = 1 << 3;
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
+///
+/// Numbers kept for work under way, so that branches adding kinds do not collide:
+/// - 10–19: tamper (issue 13)
+/// - 20–29: network flows, inbound connections, io_uring network operations (issue 14)
+/// - 30–39: files, mounts, namespaces, dirty inodes (issue 15)
+/// - 40–44: failed execs (issue 16)
+/// - 45–49: process output (issue 19)
+///
+/// A new kind: its variant here (with its number in `from_u32`, `name` and `fixed_size`, which
+/// have no `_` arm so the compiler asks), its struct below, its probe in
+/// `sandbox-watch-ebpf/src/probes/`, and its `Record` in the userspace.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -37,10 +48,20 @@ pub enum EventKind {
     Link = 9,
 }
 
-/// Number of event kinds plus one: the size of the per-kind drop counter array.
-pub const KIND_SLOTS: u32 = 10;
-
 impl EventKind {
+    /// Every kind, in number order.
+    pub const ALL: [EventKind; 9] = [
+        Self::Fork,
+        Self::Exec,
+        Self::Exit,
+        Self::FileOpen,
+        Self::Unlink,
+        Self::Rename,
+        Self::Net,
+        Self::OpenFailed,
+        Self::Link,
+    ];
+
     pub const fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             1 => Self::Fork,
@@ -85,6 +106,92 @@ impl EventKind {
             Self::Link => core::mem::size_of::<FileEvent>(),
         }
     }
+}
+
+/// The largest kind number plus one: the size of the per-kind drop counter array.
+pub const KIND_SLOTS: u32 = {
+    let mut max = 0;
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let k = EventKind::ALL[i] as u32;
+        if k > max {
+            max = k;
+        }
+        i += 1;
+    }
+    max + 1
+};
+
+// Every kind is in `ALL` exactly once, and `from_u32` reads back each number: a kind added to
+// the enum but not to `ALL` (or given a number `from_u32` does not know) fails to build.
+const _: () = {
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let k = EventKind::ALL[i];
+        match EventKind::from_u32(k as u32) {
+            Some(back) => assert!(back as u32 == k as u32, "from_u32 disagrees with a kind"),
+            None => panic!("from_u32 does not know a kind of EventKind::ALL"),
+        }
+        let mut j = i + 1;
+        while j < EventKind::ALL.len() {
+            assert!(
+                EventKind::ALL[j] as u32 != k as u32,
+                "a kind is twice in EventKind::ALL"
+            );
+            j += 1;
+        }
+        i += 1;
+    }
+    // ALL names every variant: `count` has no `_` arm, so a new variant must be counted here.
+    const fn count(k: EventKind) -> usize {
+        match k {
+            EventKind::Fork
+            | EventKind::Exec
+            | EventKind::Exit
+            | EventKind::FileOpen
+            | EventKind::Unlink
+            | EventKind::Rename
+            | EventKind::Net
+            | EventKind::OpenFailed
+            | EventKind::Link => 9,
+        }
+    }
+    assert!(
+        count(EventKind::Fork) == EventKind::ALL.len(),
+        "EventKind::ALL misses a kind"
+    );
+};
+
+/// Kernel constants both sides read (include/uapi/linux/fcntl.h, fs.h, socket.h, in.h).
+pub mod abi {
+    /// `file->f_mode`: opened for writing; the open created the file.
+    pub const FMODE_WRITE: u32 = 0x2;
+    pub const FMODE_CREATED: u32 = 0x10_0000;
+    /// Open flags (x86-64 and the generic ones: the values are the same on arm64).
+    pub const O_ACCMODE: u32 = 0o3;
+    pub const O_WRONLY: u32 = 0o1;
+    pub const O_RDWR: u32 = 0o2;
+    pub const O_CREAT: u32 = 0o100;
+    pub const O_EXCL: u32 = 0o200;
+    pub const O_TRUNC: u32 = 0o1000;
+    pub const O_APPEND: u32 = 0o2000;
+    pub const O_NONBLOCK: u32 = 0o4000;
+    pub const O_DIRECTORY: u32 = 0o20_0000;
+    pub const O_NOFOLLOW: u32 = 0o40_0000;
+    pub const O_CLOEXEC: u32 = 0o200_0000;
+    pub const O_PATH: u32 = 0o1000_0000;
+    pub const O_TMPFILE: u32 = 0o2020_0000;
+    /// Socket families, types and protocols.
+    pub const AF_UNIX: u16 = 1;
+    pub const AF_INET: u16 = 2;
+    pub const AF_INET6: u16 = 10;
+    pub const SOCK_STREAM: u32 = 1;
+    pub const SOCK_DGRAM: u32 = 2;
+    pub const IPPROTO_TCP: u32 = 6;
+    pub const IPPROTO_UDP: u32 = 17;
+    /// Errors the probes and the decoder name (as positive numbers).
+    pub const ECONNREFUSED: i32 = 111;
+    pub const EINPROGRESS: i32 = 115;
 }
 
 /// Starts every record.

@@ -1,24 +1,30 @@
-//! One capture: kernel records → decoder → process and file models → log, then the report.
+//! One capture: kernel records → decoder → [`Record`]s (judged) → the [`Session`] and every
+//! sink (log, OCSF, TUI), then the report the session makes.
 //!
 //! A single task owns the whole pipeline (no locks): it waits on the ring buffer's fd, the
-//! agent's exit, signals and a tick, and handles each record as it arrives.
+//! agent's exit, signals and a tick, and handles each record as it arrives. Every record the
+//! session applies is the record the log gets, so a replay of the log rebuilds this report.
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use aya::maps::{MapData, RingBuf};
-use serde_json::{Value, json};
+use sandbox_watch_common::ReadKey;
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::judge::classify::Classifier;
-use crate::judge::netpolicy::Policy;
 use crate::kernel::decode::{self, Event};
 use crate::kernel::probe::{Probe, kind_name};
+use crate::kernel::reads::ReadCounts;
 use crate::output::evidence::LogWriter;
-use crate::output::report::{self, Agent, Exit, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
-use crate::state::files::{Files, Op};
-use crate::state::network::Network;
-use crate::state::processes::{Model, Process};
+use crate::output::report::{self, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
+use crate::record::from_kernel::{self, Sockets};
+use crate::record::{
+    self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent,
+};
+use crate::state::files::Added;
+use crate::state::processes::Existing;
+use crate::state::session::{Applied, Session};
 use crate::time::rfc3339_nanos;
 
 /// Converts the kernel's boot clock to wall time.
@@ -89,13 +95,17 @@ pub struct Ends {
 pub struct Capture {
     pub mode: Mode,
     pub probe: Probe,
-    pub model: Model,
-    pub files: Files,
-    pub network: Network,
-    /// `--allow-net`: destinations outside it are `network` violations.
-    pub policy: Policy,
-    /// The rules as given, for the log.
+    /// The state every record goes through: what the report is made of.
+    pub session: Session,
+    /// The agent's namespace when it is given (attach, container, --agent-netns), and the
+    /// process followed (attach, container).
+    pub agent_netns: Option<u64>,
+    pub agent_pid: Option<u32>,
+    /// Processes there before the capture (attach, container), read from /proc.
+    pub existing: Vec<Existing>,
+    /// `--allow-net` as given, and what its host rules resolved to (as rules).
     pub allow_net: Vec<String>,
+    pub allow_net_resolved: Vec<String>,
     pub classifier: Classifier,
     pub log: Option<LogWriter>,
     /// `--ocsf`: the same records as OCSF events.
@@ -111,13 +121,14 @@ pub struct Capture {
     pub redactions: u64,
     pub agent_status: Option<nix::sys::wait::WaitStatus>,
     pub ended_by: String,
+    sockets: Sockets,
+    reads: ReadCounts,
 }
 
 impl Capture {
     pub fn new(
         mode: Mode,
         probe: Probe,
-        model: Model,
         classifier: Classifier,
         log: Option<LogWriter>,
     ) -> Capture {
@@ -126,11 +137,12 @@ impl Capture {
         Capture {
             mode,
             probe,
-            model,
-            files: Files::default(),
-            network: Network::default(),
-            policy: Policy::new(Vec::new()),
+            session: Session::new(),
+            agent_netns: None,
+            agent_pid: None,
+            existing: Vec::new(),
             allow_net: Vec::new(),
+            allow_net_resolved: Vec::new(),
             classifier,
             log,
             ocsf: None,
@@ -145,43 +157,55 @@ impl Capture {
             redactions: 0,
             agent_status: None,
             ended_by: String::new(),
+            sockets: Sockets::default(),
+            reads: ReadCounts::default(),
         }
     }
 
-    /// One record: to the evidence log, and as OCSF to `--ocsf` and to the TUI, both with the
-    /// log's `seq` and `hash` so each event leads back to its line.
-    fn write_log(&mut self, at_ns: u64, kind: &str, fields: Value) {
-        let Value::Object(fields) = fields else {
-            return;
-        };
+    /// One record: through the session, then (unless the session says it adds nothing) to
+    /// the evidence log, and as OCSF to `--ocsf` and to the TUI, both with the log's `seq`
+    /// and `hash` so each event leads back to its line.
+    fn emit(&mut self, at_ns: u64, mut record: Record) -> Applied {
         let at = self.clock.wall(at_ns);
-        let shown = (self.ocsf.is_some() || self.feed.is_some()).then(|| fields.clone());
-        let mut logged = None;
+        let applied = self.session.apply(at, &record);
+        if applied == Applied::Skip {
+            return applied;
+        }
+        // What the session concluded of a program run, for the readers of the log.
+        if let (Record::Exec(e), Applied::Process(i)) = (&mut record, applied) {
+            let p = &self.session.processes.list[i];
+            e.launcher = p.launcher;
+            e.verdict = self.session.processes.verdict(p);
+            e.started_at = rfc3339_nanos(p.began);
+        }
+        let mut logged = Logged {
+            seq: None,
+            hash: None,
+            at,
+            record,
+        };
         if let Some(log) = self.log.as_mut() {
             let seq = log.records();
-            match log.append(at, kind, fields) {
-                Ok(hash) => logged = Some((seq, hash)),
+            let written = match &logged.record {
+                Record::End(_) => log.finish_record(at, &logged.record),
+                r => log.write(at, r),
+            };
+            match written {
+                Ok(hash) => (logged.seq, logged.hash) = (Some(seq), Some(hash)),
                 Err(e) => eprintln!("sandbox-watch: writing the log failed: {e}"),
             }
         }
-        let Some(mut fields) = shown else { return };
-        fields.insert("kind".into(), kind.into());
-        fields.insert("at".into(), rfc3339_nanos(at).into());
-        if let Some((seq, hash)) = logged {
-            fields.insert("seq".into(), seq.into());
-            fields.insert("hash".into(), hash.into());
-        }
-        let record = Value::Object(fields);
         let host = self.hostname.as_deref();
         if let Some(ocsf) = self.ocsf.as_mut()
             && let Some(event) =
-                crate::output::ocsf::to_ocsf_on_host(&record, env!("CARGO_PKG_VERSION"), host)
+                crate::output::ocsf::to_ocsf_on_host(&logged, env!("CARGO_PKG_VERSION"), host)
         {
             ocsf.push(event);
         }
         if let Some(feed) = &self.feed {
-            let _ = feed.try_send(crate::tui::Feed::Record(record));
+            let _ = feed.try_send(crate::tui::Feed::Record(logged));
         }
+        applied
     }
 
     fn flush(&mut self) {
@@ -197,60 +221,75 @@ impl Capture {
         }
     }
 
-    /// The first log record: what is watched and how.
+    /// The first records: what is watched and how, then the processes already there.
     pub fn log_start(&mut self) {
         // Processes there before the capture (attach, container): their argv was read from
         // /proc, and is redacted as an exec's is, before anything is written.
-        for p in &mut self.model.processes {
+        for p in &mut self.existing {
             let (argv, n) = crate::judge::redact::redact_argv(&p.argv);
             p.argv = argv;
             self.redactions += n as u64;
         }
-        let fields = json!({
-            "target": self.target(),
-            "probe": self.probe_info(),
-            "agent": { "netns": self.model.agent_netns },
-            "allow_net": self.allow_net,
-            "version": env!("CARGO_PKG_VERSION"),
-            "schema": crate::replay::LOG_SCHEMA,
-        });
-        self.write_log(self.started_ns, "start", fields);
-        for i in 0..self.model.processes.len() {
-            let fields = self.process_json(&self.model.processes[i]);
-            self.write_log(self.started_ns, "process", fields);
+        let start = Start {
+            target: self.target(),
+            probe: self.probe_info(),
+            agent: StartAgent {
+                netns: self.agent_netns,
+                pid: self.agent_pid,
+            },
+            allow_net: self.allow_net.clone(),
+            allow_net_resolved: self.allow_net_resolved.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            schema: Some(crate::replay::LOG_SCHEMA.to_string()),
+        };
+        self.emit(self.started_ns, Record::Start(start));
+        let now = self.clock.boot_now();
+        for e in std::mem::take(&mut self.existing) {
+            let entry = ProcessEntry {
+                pid: e.pid,
+                ppid: e.ppid,
+                exe: e.exe,
+                argv: e.argv,
+                argv_truncated: false,
+                cwd: e.cwd,
+                uid: e.uid,
+                netns: e.netns,
+                verdict: record::Verdict::of(e.netns, self.agent_netns),
+                started_at: self.clock.rfc3339(e.start_ns),
+                ended_at: None,
+                exit_code: None,
+                signal: None,
+                running_at_end: true,
+                fork_only: false,
+                preexisting: true,
+                launcher: false,
+                comm: None,
+                euid: None,
+                gid: None,
+                mntns: None,
+                pidns: None,
+                userns: None,
+                cgroup_id: None,
+                duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
+            };
+            self.emit(self.started_ns, Record::Process(entry));
         }
     }
 
     fn target(&self) -> Target {
         match &self.mode {
-            Mode::Run { command, pid } => Target {
-                mode: "run".into(),
-                command: command.clone(),
-                pid: Some(*pid),
-                container: None,
-            },
-            Mode::Container { id, cgroup } => Target {
-                mode: "container".into(),
-                command: Vec::new(),
-                pid: None,
-                container: Some(report::ContainerRef {
-                    id: id.clone(),
-                    cgroup: cgroup.clone(),
-                }),
-            },
-            Mode::Attach { pid } => Target {
-                mode: "attach".into(),
-                // The attached process's own command line (read from /proc, redacted).
-                command: self
-                    .model
-                    .processes
+            Mode::Run { command, pid } => record::target("run", command.clone(), Some(*pid)),
+            Mode::Container { id, cgroup } => record::container_target(id.clone(), cgroup.clone()),
+            // The attached process's own command line (read from /proc, redacted).
+            Mode::Attach { pid } => record::target(
+                "attach",
+                self.existing
                     .iter()
                     .find(|p| p.pid == *pid)
                     .map(|p| p.argv.clone())
                     .unwrap_or_default(),
-                pid: Some(*pid),
-                container: None,
-            },
+                Some(*pid),
+            ),
         }
     }
 
@@ -261,45 +300,10 @@ impl Capture {
         )
     }
 
-    fn process_json(&self, p: &Process) -> Value {
-        serde_json::to_value(self.process_entry(p)).unwrap_or(Value::Null)
-    }
-
-    fn process_entry(&self, p: &Process) -> ProcessEntry {
-        let end = p.ended_ns.unwrap_or_else(|| self.clock.boot_now());
-        ProcessEntry {
-            pid: p.pid,
-            ppid: p.ppid,
-            exe: p.exe.clone(),
-            argv: p.argv.clone(),
-            argv_truncated: p.argv_truncated,
-            cwd: p.cwd.clone(),
-            uid: p.uid,
-            netns: p.netns,
-            verdict: self.model.verdict(p),
-            started_at: self.clock.rfc3339(p.began_ns),
-            ended_at: p.ended_ns.map(|n| self.clock.rfc3339(n)),
-            exit_code: p.exit_code,
-            signal: p.signal,
-            running_at_end: p.running(),
-            fork_only: p.fork_only,
-            preexisting: p.preexisting,
-            launcher: p.launcher,
-            comm: p.comm.clone(),
-            euid: p.euid,
-            gid: p.gid,
-            mntns: p.mntns,
-            pidns: p.pidns,
-            userns: p.userns,
-            cgroup_id: p.cgroup_id,
-            duration_ms: end.saturating_sub(p.began_ns) / 1_000_000,
-        }
-    }
-
     /// Handles one ring-buffer record.
     pub fn handle(&mut self, bytes: &[u8]) {
         self.events += 1;
-        let mut event = match decode::decode(bytes) {
+        let event = match decode::decode(bytes) {
             Ok(e) => e,
             Err(e) => {
                 self.undecodable += 1;
@@ -308,92 +312,64 @@ impl Capture {
             }
         };
         let at = event.header().ktime_ns;
-        if let Event::Exec(exec) = &mut event {
-            let (argv, n) = if exec.argv_truncated {
-                crate::judge::redact::redact_cut_argv(&exec.argv)
-            } else {
-                crate::judge::redact::redact_argv(&exec.argv)
-            };
-            exec.argv = argv;
-            self.redactions += n as u64;
-        }
-        match &event {
-            Event::Exec(_) => {
-                if let Some(i) = self.model.apply(&event) {
-                    let mut fields = self.process_json(&self.model.processes[i]);
-                    if let Value::Object(m) = &mut fields {
-                        for k in [
-                            "ended_at",
-                            "exit_code",
-                            "signal",
-                            "running_at_end",
-                            "duration_ms",
-                        ] {
-                            m.remove(k);
-                        }
-                    }
-                    self.write_log(at, "exec", fields);
-                }
+        match event {
+            Event::Exec(mut exec) => {
+                let (argv, n) = if exec.argv_truncated {
+                    crate::judge::redact::redact_cut_argv(&exec.argv)
+                } else {
+                    crate::judge::redact::redact_argv(&exec.argv)
+                };
+                exec.argv = argv;
+                self.redactions += n as u64;
+                self.emit(at, Record::Exec(from_kernel::exec(&exec)));
             }
             Event::Fork {
                 header, child_tgid, ..
             } => {
-                self.model.apply(&event);
-                let (pid, ppid) = (*child_tgid, header.tgid);
-                self.write_log(at, "fork", json!({ "pid": pid, "ppid": ppid }));
+                self.emit(at, Record::Fork(from_kernel::fork(&header, child_tgid)));
             }
-            Event::Exit { header, .. } => {
-                let (tgid, start) = (header.tgid, header.start_ns);
+            Event::Exit { header, exit_code } => {
                 let probe = &mut self.probe;
-                self.files
-                    .collect_read_counts(tgid, start, |key| probe.take_read_count(key));
-                if let Some(i) = self.model.apply(&event) {
-                    let p = &self.model.processes[i];
-                    let fields =
-                        json!({ "pid": p.pid, "exit_code": p.exit_code, "signal": p.signal });
-                    self.write_log(at, "exit", fields);
-                }
+                self.reads.exited(header.tgid, header.start_ns, |key| {
+                    probe.take_read_count(key)
+                });
+                self.emit(at, Record::Exit(from_kernel::exit(&header, exit_code)));
             }
             Event::FileOpen(open) => {
-                let start = open.header.start_ns;
-                let added = self.files.open(&self.classifier, start, open);
-                if let Some(key) = added.always_report {
+                let entry = from_kernel::open(&self.classifier, &open);
+                let (read, credential) = (entry.op == Op::Read, entry.credential);
+                let h = &open.header;
+                let key = ReadKey {
+                    tgid: h.tgid,
+                    dev: open.dev,
+                    ino: open.ino,
+                };
+                let applied = self.emit(at, Record::File(entry));
+                if read && credential {
+                    // The kernel must report every further open of this inode.
                     self.probe.always_report(key);
                 }
-                if let Some(record) = added.record {
-                    let fields = serde_json::to_value(&record).unwrap_or(Value::Null);
-                    self.write_log(at, "file", fields);
+                if read
+                    && !credential
+                    && let Applied::File(Added::New(i) | Added::Folded(i)) = applied
+                {
+                    self.reads.track(h.tgid, h.start_ns, open.dev, open.ino, i);
                 }
             }
             Event::Net(net) => {
-                // The log gets every event (count 1); the report aggregates.
                 let at_text = self.clock.rfc3339(at);
-                let changed = self.network.apply(net, &at_text, self.model.agent_netns);
-                if net.op == crate::kernel::decode::NetOp::ConnectResult {
-                    if let Some(i) = changed {
-                        let e = &self.network.entries[i];
-                        let fields = json!({ "pid": e.pid, "addr": e.addr, "port": e.port, "result": e.result });
-                        self.write_log(at, "net_result", fields);
-                    }
-                } else if let Some(i) = changed {
-                    let mut e = self.network.entries[i].clone();
-                    e.count = 1;
-                    e.first_at = at_text.clone();
-                    e.last_at = at_text;
-                    let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
-                    self.write_log(at, "net", fields);
+                let agent = self.session.processes.agent_netns;
+                if let Some(r) = from_kernel::net(&mut self.sockets, &net, &at_text, agent) {
+                    self.emit(at, r);
                 }
             }
             Event::Link { op, symbolic } => {
-                match self.files.link(&self.classifier, op, *symbolic) {
-                    Some(i) => self.log_file(at, i),
-                    None => self.log_missing(at, Op::Create, op),
-                }
+                let r = from_kernel::link(&self.classifier, &op, symbolic);
+                self.emit(at, r);
             }
             Event::FailedOpen(f) => {
-                if let Some(i) = self.files.failed_open(&self.classifier, f) {
-                    self.log_file(at, i);
-                }
+                let r = from_kernel::failed_open(&self.classifier, &f);
+                self.emit(at, r);
             }
             Event::Unlink(op) | Event::Rename(op) => {
                 let kind = if op.new_path.is_some() {
@@ -401,10 +377,8 @@ impl Capture {
                 } else {
                     Op::Delete
                 };
-                match self.files.path_op(&self.classifier, kind, op) {
-                    Some(i) => self.log_file(at, i),
-                    None => self.log_missing(at, kind, op),
-                }
+                let r = from_kernel::path_op(&self.classifier, kind, &op);
+                self.emit(at, r);
             }
         }
     }
@@ -470,7 +444,7 @@ impl Capture {
                         let lost = self.probe.lost().iter().sum();
                         let _ = feed.try_send(crate::tui::Feed::Stats { events: self.events, lost });
                     }
-                    if ends.when_empty && self.model.live_count() == 0 {
+                    if ends.when_empty && self.session.processes.live_count() == 0 {
                         self.ended_by = "no traced process is left".into();
                         break;
                     }
@@ -486,28 +460,6 @@ impl Capture {
         Ok(())
     }
 
-    /// Logs the file entry an event made or counted, as that one event (count 1): `file`, or
-    /// `file_failed` for an operation that failed.
-    fn log_file(&mut self, at: u64, i: usize) {
-        let mut e = self.files.entries[i].clone();
-        e.count = 1;
-        let record = if e.result.is_some() {
-            "file_failed"
-        } else {
-            "file"
-        };
-        let fields = serde_json::to_value(&e).unwrap_or(Value::Null);
-        self.write_log(at, record, fields);
-    }
-
-    /// A delete, rename or link that failed because there was nothing there: no entry, but the
-    /// log keeps it.
-    fn log_missing(&mut self, at: u64, kind: Op, op: &crate::kernel::decode::PathOp) {
-        let fields = json!({ "pid": op.header.tgid, "op": kind, "path": op.path,
-            "new_path": op.new_path, "result": crate::state::files::errno_name(op.result) });
-        self.write_log(at, "file_failed", fields);
-    }
-
     /// Handles every record waiting in the ring buffer.
     fn drain(&mut self, ring: &mut RingBuf<MapData>) {
         while let Some(item) = ring.next() {
@@ -515,18 +467,61 @@ impl Capture {
         }
     }
 
-    /// Builds the report; writes the log's `end` record.
+    /// The end: what the kernel counted, what written files hold now, which listeners still
+    /// listen, the violations and the end record, all as records; then the report.
     pub fn finish(&mut self) -> Report {
         let end_ns = self.clock.boot_now();
         let probe = &mut self.probe;
-        self.files
-            .collect_all_read_counts(|key| probe.take_read_count(key));
-        self.files.hash_written();
-        self.network.reverdict(self.model.agent_netns);
-        let model = &self.model;
-        self.network.mark_listening_at_end(|pid| {
-            model.processes.iter().any(|p| p.pid == pid && p.running())
-        });
+        self.reads.collect_all(|key| probe.take_read_count(key));
+        let counts: Vec<FileCount> = self
+            .session
+            .files
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let count = f.count + self.reads.extra(i);
+                (count > 1).then(|| FileCount {
+                    pid: f.pid,
+                    op: f.op,
+                    path: f.path.clone(),
+                    dev: f.dev.clone(),
+                    ino: f.ino,
+                    count,
+                })
+            })
+            .collect();
+        for c in counts {
+            self.emit(end_ns, Record::FileCount(c));
+        }
+        // Hashes of what was written, as the files are now (once a path).
+        for path in self.session.files.written_paths() {
+            let (sha256, sha256_skipped) = crate::state::files::hash_now(&path);
+            let h = FileHash {
+                path,
+                sha256,
+                sha256_skipped,
+            };
+            self.emit(end_ns, Record::FileHash(h));
+        }
+        let listening: Vec<Listening> = self
+            .session
+            .network
+            .listeners()
+            .map(|n| Listening {
+                pid: n.pid,
+                proto: n.proto.clone(),
+                addr: n.addr.clone(),
+                port: n.port,
+                listening_at_end: n.port.is_some_and(|port| {
+                    self.session.processes.running(n.pid)
+                        && crate::state::network::still_listening(n.pid, &n.proto, port)
+                }),
+            })
+            .collect();
+        for l in listening {
+            self.emit(end_ns, Record::Listening(l));
+        }
         let lost_by_kind: BTreeMap<String, u64> = self
             .probe
             .lost()
@@ -535,118 +530,76 @@ impl Capture {
             .filter(|(_, n)| **n > 0)
             .map(|(i, n)| (kind_name(i).to_string(), *n))
             .collect();
-        let exit = match self.agent_status {
-            Some(nix::sys::wait::WaitStatus::Exited(_, code)) => Exit {
-                code: Some(code),
-                signal: None,
-            },
-            Some(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => Exit {
-                code: None,
-                signal: Some(sig as i32),
-            },
-            // attach: the attached process's own end, when it ended.
-            _ => match &self.mode {
-                Mode::Attach { pid } => self
-                    .model
-                    .processes
-                    .iter()
-                    .find(|p| p.pid == *pid && !p.running())
-                    .map_or_else(Exit::default, |p| Exit {
-                        code: p.exit_code,
-                        signal: p.signal,
-                    }),
-                _ => Exit::default(),
-            },
+        let mut end = End {
+            events: self.events,
+            lost: lost_by_kind.values().sum(),
+            lost_by_kind,
+            exit: self.agent_exit(),
+            redactions: self.redactions,
+            ended_by: self.ended_by.clone(),
+            undecodable: self.undecodable,
+            ..End::default()
         };
-        let mut report = report::assemble(
-            report::Parts {
-                target: self.target(),
-                agent: Agent {
-                    pid: self.model.agent_pid,
-                    netns: self.model.agent_netns,
-                },
-                started_at: self.clock.rfc3339(self.started_ns),
-                ended_at: self.clock.rfc3339(end_ns),
-                exit,
-                probe: self.probe_info(),
-                events: self.events,
-                lost_by_kind,
-                undecodable: self.undecodable,
-                processes: self
-                    .model
-                    .processes
-                    .iter()
-                    .map(|p| self.process_entry(p))
-                    .collect(),
-                files: std::mem::take(&mut self.files.entries),
-                network: std::mem::take(&mut self.network.entries),
-                redactions: self.redactions,
-            },
-            &self.policy,
-        );
-        // The log ends with what the report concluded: counts the events did not carry, the
-        // violations, and the end record.
-        for f in report.files.iter().filter(|f| f.count > 1) {
-            let fields = json!({ "pid": f.pid, "op": f.op, "path": f.path, "dev": f.dev, "ino": f.ino, "count": f.count });
-            self.write_log(end_ns, "file_count", fields);
+        // The log ends with what the report concludes: its violations, then the counts.
+        let concluded = self
+            .session
+            .report_with(Some(&end), Some(self.clock.wall(end_ns)));
+        for v in &concluded.violations {
+            let v = record::Violation {
+                violation: Some(v.kind),
+                pid: v.pid,
+                summary: v.summary.clone(),
+            };
+            self.emit(end_ns, Record::Violation(v));
         }
-        // Hashes of what was written, as the files were at the end (once a path).
-        let mut hashed = std::collections::HashSet::new();
-        for f in &report.files {
-            let path = f.new_path.as_ref().unwrap_or(&f.path);
-            if (f.sha256.is_some() || f.sha256_skipped.is_some()) && hashed.insert(path.clone()) {
-                let fields =
-                    json!({ "path": path, "sha256": f.sha256, "sha256_skipped": f.sha256_skipped });
-                self.write_log(end_ns, "file_hash", fields);
-            }
-        }
-        for n in report.network.iter() {
-            if let Some(listening) = n.listening_at_end {
-                let fields = json!({ "pid": n.pid, "proto": n.proto, "addr": n.addr, "port": n.port, "listening_at_end": listening });
-                self.write_log(end_ns, "listening", fields);
-            }
-        }
-        // `kind` names the record in the log: the violation's own kind is `violation` there.
-        for v in &report.violations {
-            let fields = json!({ "violation": v.kind, "pid": v.pid, "summary": v.summary });
-            self.write_log(end_ns, "violation", fields);
-        }
-        let end_fields = json!({
-            "events": report.coverage.events,
-            "lost": report.coverage.lost,
-            "lost_by_kind": report.coverage.lost_by_kind,
-            "complete": report.coverage.complete,
-            "verdict": report.verdict,
-            "exit": report.exit,
-            "agent": report.agent,
-            "processes": report.processes.len(),
-            "files": report.files.len(),
-            "network": report.network.len(),
-            "violations": report.violations.len(),
-            "redactions": report.redactions,
-            "ended_by": self.ended_by,
-        });
-        let end_at = self.clock.wall(end_ns);
+        end.complete = concluded.coverage.complete;
+        end.verdict = concluded.verdict;
+        end.agent = Some(concluded.agent.clone());
+        end.processes = concluded.processes.len();
+        end.files = concluded.files.len();
+        end.network = concluded.network.len();
+        end.violations = concluded.violations.len();
+        self.emit(end_ns, Record::End(end));
         if let Some(ocsf) = self.ocsf.as_mut()
             && let Err(e) = ocsf.flush()
         {
             eprintln!("sandbox-watch: writing the OCSF export failed: {e}");
         }
-        report.log = self.log.as_mut().map(|w| {
-            let Value::Object(fields) = end_fields else {
-                unreachable!("json! of an object")
-            };
-            if let Err(e) = w.finish(end_at, fields) {
-                eprintln!("sandbox-watch: writing the log failed: {e}");
-            }
-            LogInfo {
-                path: w.path().display().to_string(),
-                records: w.records(),
-                head: w.head().to_string(),
-                chain: None,
-                chain_message: None,
-            }
+        let mut report = self.session.report();
+        report.log = self.log.as_ref().map(|w| LogInfo {
+            path: w.path().display().to_string(),
+            records: w.records(),
+            head: w.head().to_string(),
+            chain: None,
+            chain_message: None,
         });
         report
+    }
+
+    /// The agent's own end: its exit status (run), or the attached process's end.
+    fn agent_exit(&self) -> report::Exit {
+        match self.agent_status {
+            Some(nix::sys::wait::WaitStatus::Exited(_, code)) => report::Exit {
+                code: Some(code),
+                signal: None,
+            },
+            Some(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => report::Exit {
+                code: None,
+                signal: Some(sig as i32),
+            },
+            _ => match &self.mode {
+                Mode::Attach { pid } => self
+                    .session
+                    .processes
+                    .list
+                    .iter()
+                    .find(|p| p.pid == *pid && !p.running())
+                    .map_or_else(report::Exit::default, |p| report::Exit {
+                        code: p.exit_code,
+                        signal: p.signal,
+                    }),
+                _ => report::Exit::default(),
+            },
+        }
     }
 }

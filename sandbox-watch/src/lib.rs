@@ -9,6 +9,7 @@ pub mod judge;
 pub mod kernel;
 pub mod launch;
 pub mod output;
+pub mod record;
 pub mod replay;
 pub mod state;
 pub mod time;

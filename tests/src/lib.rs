@@ -5,6 +5,12 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// The report as the library defines it: tests read fields by name through these types.
+pub use sandbox_watch::output::report::{ProcessEntry, Report, Violation};
+pub use sandbox_watch::record::{NetOp, Op, Verdict, ViolationKind};
+pub use sandbox_watch::state::files::FileEntry;
+pub use sandbox_watch::state::network::NetEntry;
+
 pub fn bin() -> PathBuf {
     match std::env::var_os("SANDBOX_WATCH_BIN") {
         Some(p) => PathBuf::from(p),
@@ -57,7 +63,10 @@ fn nix_is_root() -> bool {
 
 pub struct Run {
     pub output: Output,
+    /// The report as JSON (older tests read it so).
     pub report: Value,
+    /// The same report, typed.
+    pub typed: Report,
     pub log: PathBuf,
     pub dir: tempfile::TempDir,
 }
@@ -144,11 +153,91 @@ pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
         )
     });
     let report: Value = serde_json::from_str(&text).expect("report is JSON");
+    let typed: Report = serde_json::from_str(&text).expect("the report reads as a Report");
+    if log.exists() {
+        assert_replay_matches(&report, &log);
+    }
     Run {
         output,
         report,
+        typed,
         log,
         dir,
+    }
+}
+
+/// What a live report and the report `replay` rebuilds from its log must share: all but where
+/// the log is and what its check said (a replay has checked the chain; the capture wrote it).
+fn comparable(report: &Value) -> Value {
+    let mut r = report.clone();
+    if let Some(log) = r.get_mut("log").and_then(Value::as_object_mut) {
+        for k in ["path", "chain", "chain_message"] {
+            log.remove(k);
+        }
+    }
+    r
+}
+
+/// `sandbox-watch replay --headless --report` of `log` gives `live` (the capture's report),
+/// but for `log.path` and `log.chain`: every kernel test's run checks this, so the log holds
+/// all the report is made of.
+pub fn assert_replay_matches(live: &Value, log: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let replayed_path = dir.path().join("replayed.json");
+    let out = command()
+        .args(["replay", "--headless", "--report"])
+        .arg(&replayed_path)
+        .arg(log)
+        .output()
+        .expect("start sandbox-watch replay");
+    let text = std::fs::read_to_string(&replayed_path).unwrap_or_else(|e| {
+        panic!(
+            "replay wrote no report ({e}); exit {:?}; stderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let replayed: Value = serde_json::from_str(&text).expect("replayed report is JSON");
+    let (live, replayed) = (comparable(live), comparable(&replayed));
+    if live != replayed {
+        panic!(
+            "the replay of {} differs from the live report:\n{}",
+            log.display(),
+            json_diff(&live, &replayed, "")
+        );
+    }
+}
+
+/// Where two JSON values differ, one line each (the first 40).
+pub fn json_diff(a: &Value, b: &Value, at: &str) -> String {
+    let mut lines = Vec::new();
+    diff_into(a, b, at, &mut lines);
+    lines.truncate(40);
+    lines.join("\n")
+}
+
+fn diff_into(a: &Value, b: &Value, at: &str, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let path = format!("{at}/{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => diff_into(u, v, &path, out),
+                    (u, v) => out.push(format!("{path}: live {u:?}, replay {v:?}")),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                out.push(format!("{at}: live {} items, replay {}", x.len(), y.len()));
+            }
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                diff_into(u, v, &format!("{at}/{i}"), out);
+            }
+        }
+        (u, v) if u != v => out.push(format!("{at}: live {u}, replay {v}")),
+        _ => {}
     }
 }
 

@@ -135,9 +135,14 @@ fn watch(dir: &Path, target: &str, extra: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// The report, checked against the replay of its log.
 fn report(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).expect("report written"))
-        .unwrap()
+    let r = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("report.json")).expect("report written"),
+    )
+    .unwrap();
+    assert_replay_matches(&r, &dir.join("log.jsonl"));
+    r
 }
 
 #[test]

@@ -179,6 +179,7 @@ fn attach_follows_existing_tree_and_new_children() {
     let status = watcher.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_replay_matches(&r, &log);
     let procs = r["processes"].as_array().unwrap();
     let sleep = procs
         .iter()

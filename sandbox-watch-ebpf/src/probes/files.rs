@@ -14,7 +14,7 @@
 //! arguments and the result start at byte 16 on every kernel since 2.6.33.
 use aya_ebpf::{
     helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_str},
-    macros::{fentry, fexit, map, tracepoint},
+    macros::{fentry, fexit, map},
     maps::HashMap,
     programs::{FEntryContext, FExitContext, TracePointContext},
 };
@@ -23,13 +23,12 @@ use sandbox_watch_common::{
     PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
-use super::syscall::{RET, arg, remember, take};
+use super::syscall::{RET, arg, remember, syscall_programs, take};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
+use sandbox_watch_common::abi::{FMODE_CREATED, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY};
+
 const AT_FDCWD: i64 = -100;
-/// `FMODE_WRITE` and `FMODE_CREATED` in `file->f_mode` (include/linux/fs.h).
-const FMODE_WRITE: u32 = 0x2;
-const FMODE_CREATED: u32 = 0x100000;
 /// Bytes kept of a name given to unlink/rename.
 const NAME_MAX: usize = 1024;
 /// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
@@ -47,24 +46,11 @@ static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
 // are gone by then, FMODE_CREATED in `f_mode` says "created"), so untraced tasks pay one
 // lookup per open, not two.
 
-#[tracepoint(category = "syscalls", name = "sys_exit_openat")]
-pub fn sys_exit_openat(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::DirNameFlags)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_open")]
-pub fn sys_exit_open(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::NameFlags)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_creat")]
-pub fn sys_exit_creat(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::Name)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_openat2")]
-pub fn sys_exit_openat2(ctx: TracePointContext) -> u32 {
-    exit_open(&ctx, Args::DirNameHow)
+syscall_programs! {
+    sys_exit_openat(ctx) => exit_open(&ctx, Args::DirNameFlags);
+    sys_exit_open(ctx) => exit_open(&ctx, Args::NameFlags);
+    sys_exit_creat(ctx) => exit_open(&ctx, Args::Name);
+    sys_exit_openat2(ctx) => exit_open(&ctx, Args::DirNameHow);
 }
 
 /// Where an open syscall keeps the directory fd, the path and the flags.
@@ -80,7 +66,7 @@ enum Args {
     DirNameHow,
 }
 
-const O_WRONLY_CREAT_TRUNC: u32 = 0o1 | 0o100 | 0o1000;
+const O_WRONLY_CREAT_TRUNC: u32 = O_WRONLY | O_CREAT | O_TRUNC;
 
 #[inline(always)]
 fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
@@ -253,24 +239,11 @@ fn report_open(file: Ptr) {
 //
 // Only the exits: the arguments are read from the registers saved at the syscall's entry.
 
-#[tracepoint(category = "syscalls", name = "sys_exit_symlink")]
-pub fn sys_exit_symlink(ctx: TracePointContext) -> u32 {
-    exit_link(&ctx, LinkArgs::Symlink)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_symlinkat")]
-pub fn sys_exit_symlinkat(ctx: TracePointContext) -> u32 {
-    exit_link(&ctx, LinkArgs::Symlinkat)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_link")]
-pub fn sys_exit_link(ctx: TracePointContext) -> u32 {
-    exit_link(&ctx, LinkArgs::Link)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_linkat")]
-pub fn sys_exit_linkat(ctx: TracePointContext) -> u32 {
-    exit_link(&ctx, LinkArgs::Linkat)
+syscall_programs! {
+    sys_exit_symlink(ctx) => exit_link(&ctx, LinkArgs::Symlink);
+    sys_exit_symlinkat(ctx) => exit_link(&ctx, LinkArgs::Symlinkat);
+    sys_exit_link(ctx) => exit_link(&ctx, LinkArgs::Link);
+    sys_exit_linkat(ctx) => exit_link(&ctx, LinkArgs::Linkat);
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -351,72 +324,27 @@ fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
 
 // ---- deletes and renames ----
 
-#[tracepoint(category = "syscalls", name = "sys_enter_unlink")]
-pub fn sys_enter_unlink(ctx: TracePointContext) -> u32 {
-    remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0);
-    0
+syscall_programs! {
+    sys_enter_unlink(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0); 0 };
+    sys_enter_rmdir(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0); 0 };
+    sys_enter_unlinkat(ctx) => { remember(arg(&ctx, 0) as i32 as i64, arg(&ctx, 1), 0, 0, 0); 0 };
+    sys_enter_rename(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), AT_FDCWD, arg(&ctx, 1), 0); 0 };
+    sys_enter_renameat(ctx) => remember_renameat(&ctx);
+    sys_enter_renameat2(ctx) => remember_renameat(&ctx);
+    sys_exit_unlink(ctx) => exit_path_op(&ctx, EventKind::Unlink);
+    sys_exit_rmdir(ctx) => exit_path_op(&ctx, EventKind::Unlink);
+    sys_exit_unlinkat(ctx) => exit_path_op(&ctx, EventKind::Unlink);
+    sys_exit_rename(ctx) => exit_path_op(&ctx, EventKind::Rename);
+    sys_exit_renameat(ctx) => exit_path_op(&ctx, EventKind::Rename);
+    sys_exit_renameat2(ctx) => exit_path_op(&ctx, EventKind::Rename);
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_rmdir")]
-pub fn sys_enter_rmdir(ctx: TracePointContext) -> u32 {
-    remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_unlinkat")]
-pub fn sys_enter_unlinkat(ctx: TracePointContext) -> u32 {
-    remember(arg(&ctx, 0) as i32 as i64, arg(&ctx, 1), 0, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_rename")]
-pub fn sys_enter_rename(ctx: TracePointContext) -> u32 {
-    remember(AT_FDCWD, arg(&ctx, 0), AT_FDCWD, arg(&ctx, 1), 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_renameat")]
-pub fn sys_enter_renameat(ctx: TracePointContext) -> u32 {
-    let (olddir, old, newdir, new) = (arg(&ctx, 0), arg(&ctx, 1), arg(&ctx, 2), arg(&ctx, 3));
+/// renameat(olddirfd, oldpath, newdirfd, newpath) and renameat2 (…, flags).
+#[inline(always)]
+fn remember_renameat(ctx: &TracePointContext) -> u32 {
+    let (olddir, old, newdir, new) = (arg(ctx, 0), arg(ctx, 1), arg(ctx, 2), arg(ctx, 3));
     remember(olddir as i32 as i64, old, newdir as i32 as i64, new, 0);
     0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_renameat2")]
-pub fn sys_enter_renameat2(ctx: TracePointContext) -> u32 {
-    let (olddir, old, newdir, new) = (arg(&ctx, 0), arg(&ctx, 1), arg(&ctx, 2), arg(&ctx, 3));
-    remember(olddir as i32 as i64, old, newdir as i32 as i64, new, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_unlink")]
-pub fn sys_exit_unlink(ctx: TracePointContext) -> u32 {
-    exit_path_op(&ctx, EventKind::Unlink)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_rmdir")]
-pub fn sys_exit_rmdir(ctx: TracePointContext) -> u32 {
-    exit_path_op(&ctx, EventKind::Unlink)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_unlinkat")]
-pub fn sys_exit_unlinkat(ctx: TracePointContext) -> u32 {
-    exit_path_op(&ctx, EventKind::Unlink)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_rename")]
-pub fn sys_exit_rename(ctx: TracePointContext) -> u32 {
-    exit_path_op(&ctx, EventKind::Rename)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_renameat")]
-pub fn sys_exit_renameat(ctx: TracePointContext) -> u32 {
-    exit_path_op(&ctx, EventKind::Rename)
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_renameat2")]
-pub fn sys_exit_renameat2(ctx: TracePointContext) -> u32 {
-    exit_path_op(&ctx, EventKind::Rename)
 }
 
 #[inline(always)]

@@ -19,18 +19,15 @@ use sandbox_watch_common::{
     NET_LISTEN, NetEvent, SOCKADDR_MAX,
 };
 
-use super::syscall::{RET, arg, remember, take};
+use super::syscall::{RET, arg, remember, syscall_programs, take};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
-const AF_UNIX: u16 = 1;
-const AF_INET: u16 = 2;
-const AF_INET6: u16 = 10;
-const SOCK_DGRAM: u32 = 2;
-const EINPROGRESS: i64 = 115;
+use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, O_NONBLOCK, SOCK_DGRAM};
+
+const EINPROGRESS: i64 = sandbox_watch_common::abi::EINPROGRESS as i64;
 const TCP_ESTABLISHED: u64 = 1;
 const TCP_CLOSE: u64 = 7;
 const DNS_PORT: u32 = 53;
-const O_NONBLOCK: u32 = 0o4000;
 
 /// Who started a connect still in progress, by kernel socket.
 #[repr(C)]
@@ -208,28 +205,11 @@ pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
 
 // ---- listen and UDP servers ----
 
-#[tracepoint(category = "syscalls", name = "sys_enter_listen")]
-pub fn sys_enter_listen(ctx: TracePointContext) -> u32 {
-    remember(arg(&ctx, 0) as i64, 0, 0, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_listen")]
-pub fn sys_exit_listen(ctx: TracePointContext) -> u32 {
-    local_endpoint(&ctx, NET_LISTEN);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_bind")]
-pub fn sys_enter_bind(ctx: TracePointContext) -> u32 {
-    remember(arg(&ctx, 0) as i64, 0, 0, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_exit_bind")]
-pub fn sys_exit_bind(ctx: TracePointContext) -> u32 {
-    local_endpoint(&ctx, NET_BIND);
-    0
+syscall_programs! {
+    sys_enter_listen(ctx) => { remember(arg(&ctx, 0) as i64, 0, 0, 0, 0); 0 };
+    sys_exit_listen(ctx) => { local_endpoint(&ctx, NET_LISTEN); 0 };
+    sys_enter_bind(ctx) => { remember(arg(&ctx, 0) as i64, 0, 0, 0, 0); 0 };
+    sys_exit_bind(ctx) => { local_endpoint(&ctx, NET_BIND); 0 };
 }
 
 /// A successful listen, or bind of a datagram socket: reports its local address.

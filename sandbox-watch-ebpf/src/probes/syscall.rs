@@ -60,3 +60,19 @@ pub fn take() -> Option<Pending> {
     }
     pending
 }
+
+/// Syscall tracepoint programs, one line each: `sys_exit_unlink(ctx) => body;`. A program is
+/// named after its tracepoint (`syscalls/<name>`): the loader's table attaches it by that
+/// name, and the test in `kernel/probe.rs` checks that the table and the object agree.
+macro_rules! syscall_programs {
+    ($($(#[$doc:meta])* $name:ident($ctx:ident) => $body:expr;)+) => {
+        $(
+            $(#[$doc])*
+            #[aya_ebpf::macros::tracepoint]
+            pub fn $name($ctx: aya_ebpf::programs::TracePointContext) -> u32 {
+                $body
+            }
+        )+
+    };
+}
+pub(crate) use syscall_programs;

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::judge::netpolicy;
 use crate::kernel::probe::FileHook;
-use crate::output::report;
+use crate::record::ViolationKind;
 
 #[derive(Parser)]
 #[command(
@@ -170,22 +170,27 @@ pub fn parse_pid(s: &str) -> Result<u32, String> {
 
 /// The violation kinds of `--fail-on`.
 #[derive(Clone, Debug)]
-pub struct Kinds(pub Vec<String>);
+pub struct Kinds(pub Vec<ViolationKind>);
 
 pub fn parse_fail_on(s: &str) -> Result<Kinds, String> {
-    let kinds: Vec<String> = s.split(',').map(|k| k.trim().to_string()).collect();
-    for k in &kinds {
+    let all = || {
+        ViolationKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut kinds = Vec::new();
+    for k in s.split(',').map(str::trim) {
         if k.is_empty() {
             return Err(format!(
                 "an empty kind in '{s}'; give a comma list of {}",
-                report::VIOLATION_KINDS.join(", ")
+                all()
             ));
         }
-        if !report::VIOLATION_KINDS.contains(&k.as_str()) {
-            return Err(format!(
-                "unknown kind '{k}'; choose from {}",
-                report::VIOLATION_KINDS.join(", ")
-            ));
+        match ViolationKind::parse(k) {
+            Some(kind) => kinds.push(kind),
+            None => return Err(format!("unknown kind '{k}'; choose from {}", all())),
         }
     }
     Ok(Kinds(kinds))

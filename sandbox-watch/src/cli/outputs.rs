@@ -137,7 +137,8 @@ pub(super) fn conclude(
     if let Some(v) = failed.first() {
         eprintln!(
             "sandbox-watch: failing (--fail-on {}): {}",
-            v.kind, v.summary
+            v.kind.as_str(),
+            v.summary
         );
         return Ok(exit::FAIL_ON);
     }

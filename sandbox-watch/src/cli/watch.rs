@@ -10,7 +10,7 @@ use crate::judge::{classify, netpolicy, redact};
 use crate::kernel::probe::{Probe, ProbeOptions};
 use crate::launch::{container, target};
 use crate::output::{evidence, ocsf_out, report};
-use crate::state::processes::{self, AgentRule, Model};
+use crate::state::processes;
 use crate::tui;
 
 /// What `prepare` opened before the agent starts.
@@ -125,18 +125,16 @@ pub fn run(args: RunArgs) -> Result<u8> {
     // No other thread exists yet: the fork is safe.
     let child = target::fork_gated(&program, &args.command, user, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
-    let rule = fixed_ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
-    let model = Model::new(rule);
-    let capture = new_capture(
+    let mut capture = new_capture(
         Mode::Run {
             command: redact::redact_argv(&args.command).0,
             pid: child.pid.as_raw() as u32,
         },
         probe,
-        model,
         prepared,
         &args.capture,
     );
+    capture.agent_netns = fixed_ns;
     let pid = child.release()?;
 
     let rt = runtime()?;
@@ -174,8 +172,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
     let mut probe = Probe::load(&probe_options(&args.capture))?;
     let ring = probe.ring()?;
-    let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
-    model.agent_pid = Some(args.pid);
+    let mut existing = Vec::new();
     // Trace the tree, then look again until no new member appears: a child forked while we
     // were adding its parent is caught either by the kernel (parent traced) or by the rescan.
     let mut seen = std::collections::HashSet::new();
@@ -191,7 +188,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         for m in new {
             probe.trace(m.pid)?;
             seen.insert(m.pid);
-            model.seed(m);
+            existing.push(m);
         }
     }
     if seen.is_empty() {
@@ -201,13 +198,15 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         ))
         .into());
     }
-    let capture = new_capture(
+    let mut capture = new_capture(
         Mode::Attach { pid: args.pid },
         probe,
-        model,
         prepared,
         &args.capture,
     );
+    capture.agent_netns = ns;
+    capture.agent_pid = Some(args.pid);
+    capture.existing = existing;
     watch_target(&args.capture, capture, ring, true, None)
 }
 
@@ -223,57 +222,55 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     let inside: Vec<processes::Existing> =
         c.pids().into_iter().filter_map(target::existing).collect();
     let ns = fixed_ns.or_else(|| inside.iter().find_map(|e| e.netns));
-    let mut model = Model::new(ns.map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed));
-    model.agent_pid = inside.first().map(|e| e.pid);
-    for e in inside {
+    let agent_pid = inside.first().map(|e| e.pid);
+    for e in &inside {
         probe.trace(e.pid)?;
-        model.seed(e);
     }
     let mode = Mode::Container {
         id: c.id.clone(),
         cgroup: c.cgroup.clone(),
     };
-    let capture = new_capture(mode, probe, model, prepared, &args.capture);
+    let mut capture = new_capture(mode, probe, prepared, &args.capture);
+    capture.agent_netns = ns;
+    capture.agent_pid = agent_pid;
+    capture.existing = inside;
     watch_target(&args.capture, capture, ring, false, Some(c))
 }
 
-/// The policy of `--allow-net`; host names are also resolved now (best effort) so a connect
-/// to their address matches without having seen the DNS question.
-fn policy(rules: &[String]) -> netpolicy::Policy {
+/// The addresses the host rules of `--allow-net` resolve to now (best effort), as rules: a
+/// connect to one matches without the DNS question having been seen. They go into the log's
+/// start record, so a replay judges with the same rules.
+fn resolved(rules: &[String]) -> Vec<String> {
     use std::net::ToSocketAddrs;
-    let rules: Vec<netpolicy::Rule> = rules
-        .iter()
-        .filter_map(|r| netpolicy::parse_rule(r).ok())
-        .collect();
-    let mut all = rules.clone();
-    for rule in &rules {
-        if let netpolicy::Rule::Host { host, port } = rule
+    let mut out = Vec::new();
+    for rule in rules.iter().filter_map(|r| netpolicy::parse_rule(r).ok()) {
+        if let netpolicy::Rule::Host { host, port } = &rule
             && !host.starts_with('*')
             && let Ok(addrs) = (host.as_str(), port.unwrap_or(0)).to_socket_addrs()
         {
             for a in addrs {
-                let prefix = if a.is_ipv4() { 32 } else { 128 };
-                all.push(netpolicy::Rule::Cidr {
-                    net: a.ip(),
-                    prefix,
-                    port: *port,
-                });
+                // Bracketed for IPv6, so that no last group reads as a port.
+                let net = match a.ip() {
+                    std::net::IpAddr::V4(ip) => format!("{ip}/32"),
+                    std::net::IpAddr::V6(ip) => format!("[{ip}/128]"),
+                };
+                let text = match port {
+                    Some(p) => format!("{net}:{p}"),
+                    None => net,
+                };
+                if !out.contains(&text) {
+                    out.push(text);
+                }
             }
         }
     }
-    netpolicy::Policy::new(all)
+    out
 }
 
 /// A capture with what `prepare` opened and the options every mode shares.
-fn new_capture(
-    mode: Mode,
-    probe: Probe,
-    model: Model,
-    prepared: Prepared,
-    args: &CaptureArgs,
-) -> Capture {
-    let mut capture = Capture::new(mode, probe, model, prepared.classifier, prepared.log);
-    capture.policy = policy(&args.allow_net);
+fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs) -> Capture {
+    let mut capture = Capture::new(mode, probe, prepared.classifier, prepared.log);
+    capture.allow_net_resolved = resolved(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;
     capture

@@ -1,2 +1,3 @@
 pub mod decode;
 pub mod probe;
+pub mod reads;

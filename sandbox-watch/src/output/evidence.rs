@@ -266,6 +266,26 @@ impl LogWriter {
         Ok(hash)
     }
 
+    /// Adds one record (see [`LogWriter::append`]); its `kind` is the record's.
+    pub fn write(
+        &mut self,
+        at: SystemTime,
+        record: &crate::record::Record,
+    ) -> Result<String, LogError> {
+        self.append(at, record.kind(), record.fields())
+    }
+
+    /// Adds the last record, writes everything and syncs the file (see [`LogWriter::finish`]).
+    pub fn finish_record(
+        &mut self,
+        at: SystemTime,
+        record: &crate::record::Record,
+    ) -> Result<String, LogError> {
+        let hash = self.write(at, record)?;
+        self.sync()?;
+        Ok(hash)
+    }
+
     /// Lines appended so far (buffered or written).
     pub fn records(&self) -> u64 {
         self.seq

@@ -42,6 +42,8 @@
 //!   `prev` is dropped: the hash chain cannot be checked on OCSF objects anyway.
 use serde_json::{Map, Value, json};
 
+use crate::record::{Logged, NetOp, Op, Record};
+
 pub const OCSF_VERSION: &str = "1.3.0";
 pub const PRODUCT: &str = "sandbox-watch";
 
@@ -84,35 +86,42 @@ impl Class {
 }
 
 /// The OCSF object for one evidence-log record, or `None` when the record has no OCSF class
-/// (`start`, `end`, `violation`, unknown kinds, or not an object with a `kind`).
+/// (`start`, `end`, `violation`, and the counts and hashes written at the end).
 #[cfg_attr(not(test), allow(dead_code))]
-pub fn to_ocsf(record: &Value, product_version: &str) -> Option<Value> {
+pub fn to_ocsf(record: &Logged, product_version: &str) -> Option<Value> {
     to_ocsf_on_host(record, product_version, None)
 }
 
 /// As [`to_ocsf`], naming the machine the capture ran on in `device.hostname`.
 pub fn to_ocsf_on_host(
-    record: &Value,
+    logged: &Logged,
     product_version: &str,
     hostname: Option<&str>,
 ) -> Option<Value> {
-    let obj = record.as_object()?;
-    let kind = obj.get("kind")?.as_str()?;
+    let Value::Object(obj) = logged.to_value() else {
+        return None;
+    };
     let mut rest = obj.clone();
     for k in CHAIN_KEYS {
         rest.remove(k);
     }
-    let mut event = match kind {
-        "exec" => process_event(&mut rest, 1, "Launch"),
-        "process" => process_event(&mut rest, 99, "Running"),
-        "fork" => fork_event(&mut rest),
-        "exit" => exit_event(&mut rest),
-        "file" => file_event(&mut rest, true),
-        "file_failed" => file_event(&mut rest, false),
-        "net" | "net_result" => net_event(&mut rest),
-        _ => return None,
+    let mut event = match &logged.record {
+        Record::Exec(_) => process_event(&mut rest, 1, "Launch"),
+        Record::Process(_) => process_event(&mut rest, 99, "Running"),
+        Record::Fork(_) => fork_event(&mut rest),
+        Record::Exit(_) => exit_event(&mut rest),
+        Record::File(f) => file_event(&mut rest, f.op, true),
+        Record::FileFailed(f) => file_event(&mut rest, f.op(), false),
+        Record::Net(n) => net_event(&mut rest, n.op),
+        Record::NetResult(_) => net_event(&mut rest, NetOp::Connect),
+        Record::Start(_)
+        | Record::FileCount(_)
+        | Record::FileHash(_)
+        | Record::Listening(_)
+        | Record::Violation(_)
+        | Record::End(_) => return None,
     };
-    event.finish(obj, rest, product_version, hostname);
+    event.finish(&obj, rest, product_version, hostname);
     Some(Value::Object(event.out))
 }
 
@@ -445,18 +454,10 @@ fn file_object(path: &str, sha256: Option<&str>) -> Value {
     file
 }
 
-/// `file` (done) and `file_failed` (the syscall's negative errno in `result`).
-fn file_event(rest: &mut Map<String, Value>, done: bool) -> Event {
-    let op = take_str(rest, "op").unwrap_or_default();
-    let (activity_id, activity) = match op.as_str() {
-        "create" => (1, "Create"),
-        "read" => (2, "Read"),
-        "write" => (3, "Update"),
-        "delete" => (4, "Delete"),
-        "rename" => (5, "Rename"),
-        "" => (0, "Unknown"),
-        _ => (99, op.as_str()),
-    };
+/// `file` (done) and `file_failed` (the error's name in `result`).
+fn file_event(rest: &mut Map<String, Value>, op: Op, done: bool) -> Event {
+    rest.remove("op");
+    let (activity_id, activity) = op.ocsf_activity();
     let mut e = Event::new(Class::FileSystem, activity_id, activity);
     let pid = take_u64(rest, "pid");
     let path = take_str(rest, "path").unwrap_or_default();
@@ -477,7 +478,7 @@ fn file_event(rest: &mut Map<String, Value>, done: bool) -> Event {
     let mut message = format!(
         "pid {} {} {path}",
         pid.map_or("?".to_string(), |p| p.to_string()),
-        if op.is_empty() { "?" } else { &op }
+        op.as_str()
     );
     if let Some(new) = &new_path {
         message.push_str(&format!(" to {new}"));
@@ -510,37 +511,21 @@ fn file_event(rest: &mut Map<String, Value>, done: bool) -> Event {
 }
 
 /// `net` (connect, listen, dns) and `net_result` (the outcome of an in-progress connect).
-fn net_event(rest: &mut Map<String, Value>) -> Event {
-    let op = take_str(rest, "op").unwrap_or_else(|| "connect".to_string());
+fn net_event(rest: &mut Map<String, Value>, op: NetOp) -> Event {
+    rest.remove("op");
     let result = take_str(rest, "result");
     let pid = take_u64(rest, "pid");
     let addr = take_str(rest, "addr");
-    let port = match take_u64(rest, "port") {
-        Some(p) if p > 65535 => {
-            rest.insert("port".into(), json!(p));
-            None
-        }
-        p => p,
-    };
+    let port = take_u64(rest, "port");
     let path = take_str(rest, "path");
     let ip: Option<std::net::IpAddr> = addr.as_deref().and_then(|a| a.parse().ok());
 
     let r = result.as_deref().unwrap_or("");
-    let (class, activity_id, activity, status) = match op.as_str() {
-        "dns" => (Class::Dns, 1, "Query", None),
-        "listen" => (
-            Class::Network,
-            7,
-            "Listen",
-            Some(if r == "ok" { 1 } else { 2 }),
-        ),
-        _ => match r {
-            "ok" => (Class::Network, 1, "Open", Some(1)),
-            "refused" => (Class::Network, 5, "Refuse", Some(2)),
-            "ECONNRESET" => (Class::Network, 3, "Reset", Some(2)),
-            "in_progress" | "" => (Class::Network, 99, "Connect", Some(0)),
-            _ => (Class::Network, 4, "Fail", Some(2)),
-        },
+    let (class_uid, activity_id, activity, status) = op.ocsf(r);
+    let class = if class_uid == Class::Dns.uid() {
+        Class::Dns
+    } else {
+        Class::Network
     };
     let mut e = Event::new(class, activity_id, activity);
     match status {
@@ -570,14 +555,14 @@ fn net_event(rest: &mut Map<String, Value>) -> Event {
         dst.insert("name".into(), json!(path));
     }
     // A connect's name (when the log gives one): the DNS name of the destination.
-    if op != "dns"
+    if op != NetOp::Dns
         && let Some(name) = take_str(rest, "name")
     {
         dst.insert("hostname".into(), json!(name));
     }
 
     let mut conn = Map::new();
-    let direction = if op == "listen" {
+    let direction = if op == NetOp::Listen {
         (1, "Inbound")
     } else {
         (2, "Outbound")
@@ -633,7 +618,8 @@ fn net_event(rest: &mut Map<String, Value>) -> Event {
         )
     } else {
         format!(
-            "pid {pid_text} {op} {where_to}: {}",
+            "pid {pid_text} {} {where_to}: {}",
+            op.as_str(),
             if r.is_empty() { "?" } else { r }
         )
     };
@@ -648,10 +634,6 @@ fn net_event(rest: &mut Map<String, Value>) -> Event {
         e.set("dst_endpoint", Value::Object(dst));
     }
     e.set("connection_info", Value::Object(conn));
-    // Keep the op word when the class and activity do not say it.
-    if !matches!(op.as_str(), "connect" | "listen" | "dns") {
-        rest.insert("op".into(), json!(op));
-    }
     e
 }
 
@@ -664,6 +646,15 @@ fn parse_rfc3339(s: &str) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log line as a record.
+    fn logged(v: &Value) -> Logged {
+        let mut v = v.clone();
+        if let Value::Object(m) = &mut v {
+            m.entry("at").or_insert_with(|| AT.into());
+        }
+        Logged::from_value(&v).unwrap_or_else(|| panic!("not a record: {v}"))
+    }
 
     const AT: &str = "2026-11-30T11:20:51.291179710Z";
     /// 2026-11-30T11:20:51.291Z in epoch milliseconds (`date -d … +%s%3N`).
@@ -809,7 +800,7 @@ mod tests {
     }
 
     fn ocsf(record: Value) -> Value {
-        to_ocsf(&record, "0.1.0").unwrap_or_else(|| panic!("no OCSF for {record}"))
+        to_ocsf(&logged(&record), "0.1.0").unwrap_or_else(|| panic!("no OCSF for {record}"))
     }
 
     fn with_chain(kind: &str, fields: Value) -> Value {
@@ -996,11 +987,14 @@ mod tests {
         assert_eq!(e["type_uid"], 100104);
         assert_eq!(e["status_id"], 2);
         assert_eq!(e["status"], "Failure");
-        assert_eq!(e["status_code"], "-2");
+        assert_eq!(e["status_code"], "ENOENT", "older logs' -2, named");
         assert_eq!(e["status_detail"], "ENOENT");
         assert!(e.get("unmapped").is_none(), "{e}");
         // The root directory still has a name.
-        let e = ocsf(with_chain("file", json!({"op":"read","path":"/","pid":1})));
+        let e = ocsf(with_chain(
+            "file",
+            json!({"op":"read","path":"/","pid":1,"credential":false,"persistence":false}),
+        ));
         assert_eq!(e["file"]["name"], "/");
     }
 
@@ -1131,52 +1125,52 @@ mod tests {
 
     #[test]
     fn records_without_a_class() {
-        for kind in ["start", "end", "violation", "something_new", ""] {
+        let start = json!({"target": {"mode": "run", "command": [], "pid": null, "container": null},
+            "probe": {"file_open": "tracepoint", "gaps": []}, "agent": {"netns": null}});
+        for (kind, fields) in [
+            ("start", start),
+            ("end", json!({"events": 1})),
+            ("violation", json!({"pid": 1, "summary": "s"})),
+            ("file_count", json!({"pid": 1, "path": "/x", "count": 2})),
+            ("file_hash", json!({"path": "/x", "sha256": null})),
+            ("listening", json!({"pid": 1, "listening_at_end": true})),
+        ] {
             assert_eq!(
-                to_ocsf(&with_chain(kind, json!({"pid": 1})), "0.1.0"),
+                to_ocsf(&logged(&with_chain(kind, fields)), "0.1.0"),
                 None,
                 "{kind}"
             );
         }
-        assert_eq!(to_ocsf(&json!({"pid": 1}), "0.1.0"), None);
-        assert_eq!(to_ocsf(&json!({"kind": 5}), "0.1.0"), None);
-        assert_eq!(to_ocsf(&json!("exec"), "0.1.0"), None);
-        assert_eq!(to_ocsf(&Value::Null, "0.1.0"), None);
     }
 
     #[test]
-    fn missing_and_odd_fields_do_not_panic() {
-        for kind in [
-            "exec",
-            "process",
-            "fork",
-            "exit",
-            "file",
-            "file_failed",
-            "net",
-            "net_result",
+    fn records_with_only_their_required_fields() {
+        for v in [
+            json!({"kind": "exec", "pid": 1}),
+            json!({"kind": "process", "pid": 1, "ppid": 0, "exe": null, "argv": [], "cwd": null,
+                "uid": null, "netns": null, "verdict": "inside", "started_at": "?",
+                "ended_at": null, "exit_code": null, "signal": null, "running_at_end": true,
+                "fork_only": false, "preexisting": true, "comm": null, "euid": null, "gid": null,
+                "mntns": null, "pidns": null, "userns": null, "cgroup_id": null,
+                "duration_ms": 0}),
+            json!({"kind": "fork", "pid": 2, "ppid": 1}),
+            json!({"kind": "exit", "pid": 2}),
+            json!({"kind": "file", "pid": 1, "op": "read", "path": "/", "credential": false,
+                "persistence": false, "count": 1}),
+            json!({"kind": "file_failed", "pid": 1, "op": "delete", "path": "/x",
+                "result": "ENOENT"}),
+            json!({"kind": "net", "pid": 1, "op": "connect", "proto": "tcp", "result": "ok",
+                "addr": "127.0.0.1"}),
+            json!({"kind": "net_result", "pid": 1, "result": "ok", "addr": "::1", "port": 1}),
         ] {
-            let bare = ocsf(json!({ "kind": kind }));
-            assert!(bare["class_uid"].is_u64(), "{kind}");
-            assert_eq!(bare["time"], 0, "{kind}: no `at`");
-            let odd = json!({"kind": kind, "at": "yesterday", "pid": "x", "ppid": -1, "argv": "no",
-                "exe": 3, "uid": null, "op": 7, "path": ["a"], "result": {}, "addr": "not an ip",
-                "port": 70000, "exit_code": 1.5, "name": 4, "started_at": "?", "count": -2});
-            let e = ocsf(odd);
+            let e = ocsf(v.clone());
+            check(&e);
+            // What the record has that OCSF has no place for is kept, not lost.
             assert_eq!(
                 e["type_uid"].as_u64().unwrap() / 100,
-                e["class_uid"].as_u64().unwrap()
+                e["class_uid"].as_u64().unwrap(),
+                "{v}"
             );
-            // What could not be read is kept, not lost.
-            assert_eq!(e["unmapped"]["pid"], "x", "{kind}");
-            assert_eq!(e["unmapped"]["count"], -2, "{kind}");
-            if kind.starts_with("net") {
-                assert_eq!(e["unmapped"]["port"], 70000);
-            }
-            if kind == "exec" {
-                assert_eq!(e["unmapped"]["started_at"], "?");
-                assert_eq!(e["unmapped"]["exe"], 3);
-            }
         }
         let e = ocsf(json!({"kind":"exec","pid":1,"argv":[],"exe":"/bin/true"}));
         assert!(e["process"].get("cmd_line").is_none());
@@ -1186,7 +1180,7 @@ mod tests {
     #[test]
     fn host_name_goes_to_device() {
         let r = with_chain("fork", json!({"pid": 2, "ppid": 1}));
-        let e = to_ocsf_on_host(&r, "0.1.0", Some("ci-runner-7")).unwrap();
+        let e = to_ocsf_on_host(&logged(&r), "0.1.0", Some("ci-runner-7")).unwrap();
         assert_eq!(e["device"]["hostname"], "ci-runner-7");
         check_object("endpoint", &e["device"]);
         assert!(ocsf(r)["device"].get("hostname").is_none());
@@ -1280,7 +1274,7 @@ mod tests {
         assert_eq!(records.len(), want.len());
         for (record, (kind, type_uid)) in records.iter().zip(want) {
             assert_eq!(record["kind"], kind);
-            let got = to_ocsf(record, "0.1.0");
+            let got = to_ocsf(&logged(record), "0.1.0");
             assert_eq!(
                 got.as_ref().map(|e| e["type_uid"].as_u64().unwrap()),
                 type_uid,

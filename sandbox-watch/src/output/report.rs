@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::judge::netpolicy::Policy;
-use crate::state::files::{FileEntry, Op};
+use crate::record::{NetOp, Op, Verdict, ViolationKind};
+use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
-use crate::state::processes::Verdict;
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
 
@@ -107,13 +107,18 @@ pub struct ProcessEntry {
     pub cwd: Option<String>,
     pub uid: Option<u32>,
     pub netns: Option<u64>,
+    #[serde(default)]
     pub verdict: Verdict,
+    #[serde(default)]
     pub started_at: String,
     pub ended_at: Option<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    #[serde(default)]
     pub running_at_end: bool,
+    #[serde(default)]
     pub fork_only: bool,
+    #[serde(default)]
     pub preexisting: bool,
     #[serde(default)]
     pub launcher: bool,
@@ -126,12 +131,13 @@ pub struct ProcessEntry {
     pub cgroup_id: Option<u64>,
     /// Milliseconds from start to end (or to the end of the capture while still running).
     /// An integer: floats print differently across languages, and log lines are hashed.
+    #[serde(default)]
     pub duration_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Violation {
-    pub kind: String,
+    pub kind: ViolationKind,
     pub pid: Option<u32>,
     pub summary: String,
 }
@@ -210,7 +216,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
         out.push(Violation {
-            kind: "outside".into(),
+            kind: ViolationKind::Outside,
             pid: Some(p.pid),
             summary: format!(
                 "pid {} `{}` ran in net namespace {}, not the agent's {}",
@@ -239,7 +245,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             (Some(error), _) => format!(
                 "pid {} tried to {} credential {} (failed: {error})",
                 f.pid,
-                attempt(f.op),
+                f.op.attempt(),
                 clean(&f.path)
             ),
             (None, Some(to)) => format!(
@@ -252,12 +258,12 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             (None, None) => format!(
                 "pid {} {} credential {} ({how})",
                 f.pid,
-                verb(f.op),
+                f.op.past(),
                 clean(&f.path)
             ),
         };
         out.push(Violation {
-            kind: "credential".into(),
+            kind: ViolationKind::Credential,
             pid: Some(f.pid),
             summary,
         });
@@ -268,12 +274,12 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .filter(|n| n.verdict == Verdict::Outside)
     {
         out.push(Violation {
-            kind: "outside".into(),
+            kind: ViolationKind::Outside,
             pid: Some(n.pid),
             summary: format!(
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
-                n.op,
+                n.op.as_str(),
                 clean(&crate::state::network::destination(n)),
                 n.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
@@ -282,16 +288,19 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     if !policy.is_empty() {
         for n in &parts.network {
-            if n.op == "listen" || n.proto == "unix" || policy_allows(policy, &parts.network, n) {
+            if n.op == NetOp::Listen
+                || n.proto == "unix"
+                || policy_allows(policy, &parts.network, n)
+            {
                 continue;
             }
             out.push(Violation {
-                kind: "network".into(),
+                kind: ViolationKind::Network,
                 pid: Some(n.pid),
                 summary: format!(
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
-                    n.op,
+                    n.op.as_str(),
                     clean(&crate::state::network::destination(n)),
                     n.result
                 ),
@@ -304,7 +313,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             (Some(error), _) => format!(
                 "pid {} tried to {} {path} (failed: {error})",
                 f.pid,
-                attempt(f.op)
+                f.op.attempt()
             ),
             (None, Some(to)) => format!(
                 "pid {} made {path} a {} link to {}",
@@ -312,10 +321,10 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
-            (None, None) => format!("pid {} {} {path}", f.pid, verb(f.op)),
+            (None, None) => format!("pid {} {} {path}", f.pid, f.op.past()),
         };
         out.push(Violation {
-            kind: "persistence".into(),
+            kind: ViolationKind::Persistence,
             pid: Some(f.pid),
             summary,
         });
@@ -323,7 +332,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     if lost > 0 {
         let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
         out.push(Violation {
-            kind: "lost".into(),
+            kind: ViolationKind::Lost,
             pid: None,
             summary: format!(
                 "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
@@ -344,7 +353,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .filter(|p| agent_ended && p.running_at_end && (!p.fork_only || p.preexisting))
     {
         out.push(Violation {
-            kind: "leftover".into(),
+            kind: ViolationKind::Leftover,
             pid: Some(p.pid),
             summary: format!(
                 "pid {} `{}` was still running when the capture ended",
@@ -355,7 +364,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     }
     // One line for one finding: DNS questions of one name differ only in their type.
     let mut seen = std::collections::HashSet::new();
-    out.retain(|v| seen.insert((v.kind.clone(), v.pid, v.summary.clone())));
+    out.retain(|v| seen.insert((v.kind, v.pid, v.summary.clone())));
     out
 }
 
@@ -382,14 +391,14 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     let Some(addr) = n.addr.as_deref().and_then(|a| a.parse().ok()) else {
         return true;
     };
-    if n.op == "dns" {
+    if n.op == NetOp::Dns {
         return policy.allows_dns(n.name.as_deref().unwrap_or(""), addr);
     }
     // A connect to a resolver that carried allowed DNS questions is their transport (a UDP
     // socket connected to port 53, then send()); the questions are judged, not the socket.
     if n.port == Some(53)
         && network.iter().any(|d| {
-            d.op == "dns"
+            d.op == NetOp::Dns
                 && d.pid == n.pid
                 && d.addr == n.addr
                 && policy.allows_dns(d.name.as_deref().unwrap_or(""), addr)
@@ -399,41 +408,11 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     }
     let names: Vec<&str> = network
         .iter()
-        .filter(|d| d.op == "dns" && d.pid == n.pid)
+        .filter(|d| d.op == NetOp::Dns && d.pid == n.pid)
         .filter_map(|d| d.name.as_deref())
         .collect();
     policy.allows(addr, n.port.unwrap_or(0), &names)
 }
-
-/// What a failed open was trying to do.
-fn attempt(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write | Op::Create => "write",
-        Op::Delete => "delete",
-        Op::Rename => "rename",
-    }
-}
-
-fn verb(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write => "wrote",
-        Op::Create => "created",
-        Op::Delete => "deleted",
-        Op::Rename => "renamed",
-    }
-}
-
-/// Kinds `--fail-on` accepts.
-pub const VIOLATION_KINDS: &[&str] = &[
-    "outside",
-    "credential",
-    "persistence",
-    "network",
-    "lost",
-    "leftover",
-];
 
 impl Report {
     /// The Markdown one-screen summary: the line to read first comes first.
@@ -442,15 +421,12 @@ impl Report {
         let first = match self.violations.first() {
             Some(v) => format!(
                 "**{}**: {}",
-                v.kind.to_uppercase(),
+                v.kind.as_str().to_uppercase(),
                 no_html(&clean(&v.summary))
             ),
             None => "no violations".to_string(),
         };
-        let verdict = match self.verdict {
-            Verdict::Inside => "INSIDE",
-            Verdict::Outside => "OUTSIDE",
-        };
+        let verdict = self.verdict.shout();
         // A replayed log that failed its check: nothing below can be trusted, so that first.
         if let Some(log) = &self.log
             && log.chain.as_deref() == Some("tampered")
@@ -516,7 +492,7 @@ impl Report {
             ))
         ));
         // Distinct paths; a folded entry stands for `folded` files of its directory.
-        let count = |op: crate::state::files::Op| {
+        let count = |op: Op| {
             let files = self
                 .files
                 .iter()
@@ -550,7 +526,7 @@ impl Report {
             .files
             .iter()
             .filter(|f| f.credential && f.op != Op::Read && f.result.is_none())
-            .map(|f| format!("{} ({})", landed(f), verb(f.op)))
+            .map(|f| format!("{} ({})", landed(f), f.op.past()))
             .collect();
         let pers: Vec<String> = self
             .files
@@ -563,8 +539,12 @@ impl Report {
             .iter()
             .filter(|f| !not_a_file(f))
             .filter_map(|f| {
-                let what = format!("{:?}", f.op).to_lowercase();
-                Some(format!("{what} {} ({})", f.path, f.result.as_ref()?))
+                Some(format!(
+                    "{} {} ({})",
+                    f.op.as_str(),
+                    f.path,
+                    f.result.as_ref()?
+                ))
             })
             .collect();
         s.push_str(&format!(
@@ -629,13 +609,13 @@ impl Report {
                 .map(destination)
                 .collect()
         };
-        let reached = pick(&|n| n.op == "connect" && n.result == "ok");
-        let refused = pick(&|n| n.op == "connect" && n.result != "ok");
-        let left = pick(&|n| n.op == "listen" && n.listening_at_end == Some(true));
+        let reached = pick(&|n| n.op == NetOp::Connect && n.result == "ok");
+        let refused = pick(&|n| n.op == NetOp::Connect && n.result != "ok");
+        let left = pick(&|n| n.op == NetOp::Listen && n.listening_at_end == Some(true));
         let names: Vec<String> = self
             .network
             .iter()
-            .filter(|n| n.op == "dns")
+            .filter(|n| n.op == NetOp::Dns)
             .filter_map(|n| n.name.clone())
             .collect();
         format!(

@@ -1,3 +1,4 @@
 pub mod files;
 pub mod network;
 pub mod processes;
+pub mod session;

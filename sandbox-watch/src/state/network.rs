@@ -1,20 +1,20 @@
 //! Where the traced processes connected, what they left listening and which names they looked
-//! up: network events turned into report entries, each with the verdict of its socket's own
-//! namespace.
+//! up: `net` records made into the report's entries, each with the verdict of its socket's own
+//! namespace. Identical connects and DNS questions are one entry with a count.
 use std::collections::HashMap;
 
 use procfs::net::{TcpNetEntry, TcpState, UdpNetEntry, UdpState};
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::decode::{Net, NetOp};
-use crate::state::processes::Verdict;
+use crate::record::{IN_PROGRESS, Listening, NetOp, NetResult, Verdict};
+use sandbox_watch_common::abi::{AF_UNIX, IPPROTO_TCP, IPPROTO_UDP, SOCK_DGRAM, SOCK_STREAM};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NetEntry {
     pub pid: u32,
-    /// connect, listen or dns.
-    pub op: String,
+    pub op: NetOp,
     /// tcp, udp, unix (or the socket type's name for others).
+    #[serde(default)]
     pub proto: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub addr: Option<String>,
@@ -35,14 +35,28 @@ pub struct NetEntry {
     /// ok, refused, in_progress (no outcome seen), sent (dns: the query was handed to send*;
     /// neither the call's result nor the answer is watched), or
     /// the error's name (ENETUNREACH, ETIMEDOUT, …).
+    #[serde(default)]
     pub result: String,
+    #[serde(default)]
     pub netns: Option<u64>,
+    #[serde(default)]
     pub verdict: Verdict,
+    #[serde(default = "one")]
     pub count: u64,
+    #[serde(default)]
     pub first_at: String,
+    #[serde(default)]
     pub last_at: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub listening_at_end: Option<bool>,
+    /// In the log, on a connect in progress: the capture's number for its socket, which the
+    /// `net_result` with its outcome names too. Not in the report.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// Where an entry went, for people: `127.0.0.1:8000`, `[::1]:443`, `example.com (dns via 127.0.0.53)`, a unix path.
@@ -64,10 +78,11 @@ pub fn destination(n: &NetEntry) -> String {
 
 /// The result word for a syscall result.
 pub fn result_name(result: i32) -> String {
+    use sandbox_watch_common::abi::{ECONNREFUSED, EINPROGRESS};
     match -result {
         0 => "ok".into(),
-        111 => "refused".into(),
-        115 => "in_progress".into(),
+        ECONNREFUSED => "refused".into(),
+        EINPROGRESS => IN_PROGRESS.into(),
         errno => {
             let e = nix::errno::Errno::from_raw(errno);
             match e {
@@ -78,27 +93,16 @@ pub fn result_name(result: i32) -> String {
     }
 }
 
-fn proto_name(n: &Net) -> String {
-    match (n.family, n.protocol, n.sock_type) {
-        (1, _, _) => "unix".into(),
-        (_, 6, _) => "tcp".into(),
-        (_, 17, _) => "udp".into(),
-        (_, _, 1) => "tcp".into(),
-        (_, _, 2) => "udp".into(),
+/// The protocol's name for a socket's family, protocol and type.
+pub fn proto_name(family: u32, protocol: u32, sock_type: u32) -> String {
+    match (family, protocol, sock_type) {
+        (f, _, _) if f == AF_UNIX as u32 => "unix".into(),
+        (_, IPPROTO_TCP, _) => "tcp".into(),
+        (_, IPPROTO_UDP, _) => "udp".into(),
+        (_, _, SOCK_STREAM) => "tcp".into(),
+        (_, _, SOCK_DGRAM) => "udp".into(),
         (_, p, _) => format!("proto {p}"),
     }
-}
-
-#[derive(Default)]
-pub struct Network {
-    pub entries: Vec<NetEntry>,
-    /// Identical connects and DNS questions are one entry with a count (see `same_key`).
-    same: HashMap<String, usize>,
-    /// Connects in progress, by kernel socket.
-    pending: HashMap<u64, usize>,
-    /// Outcomes that came before their connect's own record (loopback finishes inside the
-    /// call), by kernel socket.
-    early: HashMap<u64, i32>,
 }
 
 /// Entries with the same key are one entry with a count: same process, operation,
@@ -107,7 +111,7 @@ pub fn same_key(e: &NetEntry) -> String {
     format!(
         "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
         e.pid,
-        e.op,
+        e.op.as_str(),
         e.proto,
         e.addr,
         e.path,
@@ -120,119 +124,141 @@ pub fn same_key(e: &NetEntry) -> String {
     )
 }
 
+/// Whether an entry counts with the others of its key: a listen is its own entry, and so is a
+/// connect whose outcome is not known yet.
+fn aggregates(e: &NetEntry) -> bool {
+    e.op != NetOp::Listen && e.result != IN_PROGRESS
+}
+
+/// The network entries of a session.
+#[derive(Default)]
+pub struct Network {
+    pub entries: Vec<NetEntry>,
+    /// The first entry of each key (see `same_key`).
+    same: HashMap<String, usize>,
+    /// Connects in progress, by their socket's number in the records.
+    pending: HashMap<u64, usize>,
+    /// `listening` records: (pid, port, still listening).
+    listening: Vec<(u32, Option<u16>, bool)>,
+}
+
 impl Network {
-    /// Applies one network event (`at`: its time, RFC 3339; `agent_netns`: what verdicts
-    /// compare with); returns the entry it made or changed.
-    pub fn apply(&mut self, n: &Net, at: &str, agent_netns: Option<u64>) -> Option<usize> {
-        let netns = (n.netns != 0).then_some(n.netns as u64);
-        if n.op == NetOp::ConnectResult {
-            let Some(index) = self.pending.remove(&n.sock) else {
-                self.early.insert(n.sock, n.result);
-                return None;
-            };
-            let e = &mut self.entries[index];
-            e.result = result_name(n.result);
-            e.last_at = at.to_string();
-            return Some(index);
-        }
-        let (op, mut result) = match n.op {
-            NetOp::Connect => ("connect", result_name(n.result)),
-            NetOp::Listen | NetOp::Bind => ("listen", "ok".to_string()),
-            NetOp::Dns => ("dns", "sent".to_string()),
-            NetOp::ConnectResult => unreachable!(),
-        };
-        let (mut name, mut qtype, mut malformed) = (None, None, None);
-        if n.op == NetOp::Dns {
-            match crate::judge::dns::parse_query(&n.payload) {
-                crate::judge::dns::Query::Name {
-                    name: q, qtype: t, ..
-                } => {
-                    name = Some(q);
-                    qtype = Some(t);
-                }
-                crate::judge::dns::Query::Malformed { reason, partial } => {
-                    name = Some(partial);
-                    malformed = Some(reason);
-                    result = "malformed".into();
-                }
-            }
-        }
-        let entry = NetEntry {
-            pid: n.header.tgid,
-            op: op.into(),
-            proto: proto_name(n),
-            addr: n.addr.map(|a| a.to_string()),
-            port: (n.family == 2 || n.family == 10).then_some(n.port),
-            path: n.unix_path.clone(),
-            name,
-            qtype,
-            malformed,
-            result,
-            netns,
-            verdict: Verdict::of(netns, agent_netns),
-            count: 1,
-            first_at: at.to_string(),
-            last_at: at.to_string(),
-            listening_at_end: (op == "listen").then_some(false),
-        };
-        let in_progress = n.op == NetOp::Connect && n.result == -115;
-        if !in_progress && op != "listen" {
-            let key = same_key(&entry);
-            if let Some(&index) = self.same.get(&key) {
-                let e = &mut self.entries[index];
-                e.count += 1;
+    /// A `net` record at `at` (RFC 3339); `agent_netns`: what its verdict compares with now
+    /// (the report judges again at the end). Returns its entry.
+    pub fn net(&mut self, at: &str, n: &NetEntry, agent_netns: Option<u64>) -> usize {
+        if aggregates(n) {
+            let key = same_key(n);
+            if let Some(&i) = self.same.get(&key) {
+                let e = &mut self.entries[i];
+                e.count += n.count;
                 e.last_at = at.to_string();
-                return Some(index);
+                return i;
             }
             self.same.insert(key, self.entries.len());
         }
-        self.entries.push(entry);
-        let index = self.entries.len() - 1;
-        let early = self.early.remove(&n.sock);
-        if in_progress {
-            match early {
-                Some(result) => self.entries[index].result = result_name(result),
-                None => {
-                    self.pending.insert(n.sock, index);
-                }
+        let mut e = n.clone();
+        e.verdict = Verdict::of(e.netns, agent_netns);
+        if e.first_at.is_empty() {
+            e.first_at = at.to_string();
+        }
+        if e.last_at.is_empty() {
+            e.last_at = at.to_string();
+        }
+        self.entries.push(e);
+        let i = self.entries.len() - 1;
+        if n.op == NetOp::Connect && n.result == IN_PROGRESS {
+            if let Some(socket) = n.socket {
+                self.pending.insert(socket, i);
             }
         }
-        Some(index)
+        i
     }
 
-    /// Marks listeners whose process still has the port open (read from that process's own
-    /// /proc/PID/net, which shows its namespace).
-    pub fn mark_listening_at_end(&mut self, running: impl Fn(u32) -> bool) {
-        for e in &mut self.entries {
-            if e.op != "listen" {
-                continue;
-            }
-            let (Some(port), true) = (e.port, running(e.pid)) else {
-                continue;
-            };
-            let Ok(p) = procfs::process::Process::new(e.pid as i32) else {
-                e.listening_at_end = Some(false);
-                continue;
-            };
-            e.listening_at_end = Some(if e.proto == "udp" {
-                [p.udp(), p.udp6()]
-                    .iter()
-                    .flatten()
-                    .any(|t| udp_bound(t, port))
-            } else {
-                [p.tcp(), p.tcp6()]
-                    .iter()
-                    .flatten()
-                    .any(|t| tcp_listening(t, port))
-            });
-        }
+    /// A `net_result`: the outcome of the connect in progress on its socket. Logs from before
+    /// sockets were named pair it with the newest connect of that process, address and port
+    /// still in progress.
+    pub fn result(&mut self, at: &str, r: &NetResult) -> Option<usize> {
+        let i = match r.socket {
+            Some(socket) => self.pending.remove(&socket)?,
+            None => self.entries.iter().rposition(|n| {
+                n.pid == r.pid
+                    && n.op == NetOp::Connect
+                    && n.result == IN_PROGRESS
+                    && n.port == r.port
+                    && n.addr == r.addr
+            })?,
+        };
+        let e = &mut self.entries[i];
+        e.result = r.result.clone();
+        e.last_at = at.to_string();
+        Some(i)
     }
 
-    /// Recomputes verdicts once the agent's namespace is known (run mode finds it late).
-    pub fn reverdict(&mut self, agent_netns: Option<u64>) {
-        for e in &mut self.entries {
+    /// A `listening` record (the end of the capture).
+    pub fn listening(&mut self, l: &Listening) {
+        self.listening.push((l.pid, l.port, l.listening_at_end));
+    }
+
+    /// The listeners, for the end of the capture: (pid, proto, addr, port) of each.
+    pub fn listeners(&self) -> impl Iterator<Item = &NetEntry> {
+        self.entries.iter().filter(|e| e.op == NetOp::Listen)
+    }
+
+    /// The entries as the report lists them: judged against the agent's namespace as known at
+    /// the end; connects whose outcome came later counted with the others like them (one
+    /// entry, `count`, `first_at`/`last_at`); listeners marked with what the end found.
+    pub fn report_entries(&self, agent_netns: Option<u64>) -> Vec<NetEntry> {
+        let mut out: Vec<NetEntry> = Vec::with_capacity(self.entries.len());
+        let mut first: HashMap<String, usize> = HashMap::new();
+        for n in &self.entries {
+            let mut e = n.clone();
+            e.socket = None;
             e.verdict = Verdict::of(e.netns, agent_netns);
+            if e.op == NetOp::Listen
+                && let Some(&(_, _, still)) = self
+                    .listening
+                    .iter()
+                    .find(|(pid, port, _)| *pid == e.pid && *port == e.port)
+            {
+                e.listening_at_end = Some(still);
+            }
+            if aggregates(&e) {
+                let key = same_key(&e);
+                if let Some(&i) = first.get(&key) {
+                    let into = &mut out[i];
+                    into.count += e.count;
+                    if e.first_at < into.first_at {
+                        into.first_at = e.first_at;
+                    }
+                    if e.last_at > into.last_at {
+                        into.last_at = e.last_at;
+                    }
+                    continue;
+                }
+                first.insert(key, out.len());
+            }
+            out.push(e);
         }
+        out
+    }
+}
+
+/// Whether process `pid` still has a listener of `proto` on local `port` (read from its own
+/// /proc/PID/net, which shows its namespace).
+pub fn still_listening(pid: u32, proto: &str, port: u16) -> bool {
+    let Ok(p) = procfs::process::Process::new(pid as i32) else {
+        return false;
+    };
+    if proto == "udp" {
+        [p.udp(), p.udp6()]
+            .iter()
+            .flatten()
+            .any(|t| udp_bound(t, port))
+    } else {
+        [p.tcp(), p.tcp6()]
+            .iter()
+            .flatten()
+            .any(|t| tcp_listening(t, port))
     }
 }
 
@@ -254,108 +280,82 @@ fn udp_bound(table: &[UdpNetEntry], port: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::decode::Header;
     use procfs::net::{TcpNetEntries, UdpNetEntries};
 
-    fn net(op: NetOp, port: u16, result: i32, sock: u64) -> Net {
-        Net {
-            header: Header {
-                tgid: 5,
-                pid: 5,
-                ktime_ns: 1,
-                start_ns: 1,
-            },
-            op,
-            family: 2,
-            sock_type: 1,
-            protocol: 6,
-            addr: Some("127.0.0.1".parse().unwrap()),
-            port,
-            netns: 7,
-            result,
-            sock,
-            unix_path: None,
-            payload: Vec::new(),
+    fn connect(port: u16, result: &str, socket: Option<u64>) -> NetEntry {
+        NetEntry {
+            pid: 5,
+            op: NetOp::Connect,
+            proto: "tcp".into(),
+            addr: Some("127.0.0.1".into()),
+            port: Some(port),
+            path: None,
+            name: None,
+            qtype: None,
+            malformed: None,
+            result: result.into(),
+            netns: Some(7),
+            verdict: Verdict::Inside,
+            count: 1,
+            first_at: String::new(),
+            last_at: String::new(),
+            listening_at_end: None,
+            socket,
         }
     }
 
+    fn net(n: &mut Network, at: &str, mut e: NetEntry, agent: Option<u64>) -> usize {
+        (e.first_at, e.last_at) = (at.into(), at.into());
+        n.net(at, &e, agent)
+    }
+
     #[test]
-    fn identical_connects_aggregate_and_results_are_named() {
+    fn identical_connects_aggregate_and_verdicts_are_the_sockets() {
         let mut n = Network::default();
-        n.apply(&net(NetOp::Connect, 80, 0, 1), "t1", Some(7));
-        n.apply(&net(NetOp::Connect, 80, 0, 2), "t2", Some(7));
-        n.apply(&net(NetOp::Connect, 81, -111, 3), "t3", Some(7));
-        n.apply(&net(NetOp::Connect, 82, -101, 4), "t4", Some(8));
-        assert_eq!(n.entries.len(), 3);
+        net(&mut n, "t1", connect(80, "ok", None), Some(7));
+        net(&mut n, "t2", connect(80, "ok", None), Some(7));
+        net(&mut n, "t3", connect(81, "refused", None), Some(7));
+        let mut other = connect(82, "ENETUNREACH", None);
+        other.netns = Some(8);
+        net(&mut n, "t4", other, Some(7));
+        let r = n.report_entries(Some(7));
+        assert_eq!(r.len(), 3);
         assert_eq!(
-            (
-                n.entries[0].count,
-                n.entries[0].first_at.as_str(),
-                n.entries[0].last_at.as_str()
-            ),
+            (r[0].count, r[0].first_at.as_str(), r[0].last_at.as_str()),
             (2, "t1", "t2")
         );
+        assert_eq!(r[2].verdict, Verdict::Outside);
+    }
+
+    #[test]
+    fn outcomes_that_come_later_pair_by_socket_and_count_with_the_others() {
+        let mut n = Network::default();
+        // Two connects in progress to the same place; the second's outcome comes first.
+        net(&mut n, "t1", connect(80, IN_PROGRESS, Some(1)), Some(7));
+        net(&mut n, "t2", connect(80, IN_PROGRESS, Some(2)), Some(7));
+        let outcome = |socket, result: &str| NetResult {
+            pid: 5,
+            addr: Some("127.0.0.1".into()),
+            port: Some(80),
+            result: result.into(),
+            socket: Some(socket),
+        };
+        n.result("t3", &outcome(2, "refused"));
+        n.result("t4", &outcome(1, "ok"));
+        assert_eq!(n.entries[0].result, "ok");
         assert_eq!(n.entries[1].result, "refused");
-        assert_eq!(n.entries[2].result, "ENETUNREACH");
-        assert_eq!(n.entries[2].verdict, Verdict::Outside);
-    }
-
-    #[test]
-    fn an_in_progress_connect_gets_its_outcome() {
-        let mut n = Network::default();
-        n.apply(&net(NetOp::Connect, 80, -115, 9), "t1", Some(7));
-        assert_eq!(n.entries[0].result, "in_progress");
-        n.apply(&net(NetOp::ConnectResult, 80, -111, 9), "t2", Some(7));
-        assert_eq!(n.entries[0].result, "refused");
-        // A result for a socket nobody waits for is ignored.
-        assert!(
-            n.apply(&net(NetOp::ConnectResult, 80, 0, 10), "t3", Some(7))
-                .is_none()
-        );
-    }
-
-    fn query(name: &str, qtype: u16) -> Vec<u8> {
-        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
-        for label in name.split('.') {
-            q.push(label.len() as u8);
-            q.extend_from_slice(label.as_bytes());
-        }
-        q.push(0);
-        q.extend_from_slice(&qtype.to_be_bytes());
-        q.extend_from_slice(&1u16.to_be_bytes());
-        q
-    }
-
-    #[test]
-    fn dns_queries_aggregate_by_name_and_type() {
-        let mut n = Network::default();
-        for (i, (name, qtype)) in [
-            ("example.com", 1),
-            ("example.com", 28),
-            ("example.com", 1),
-            ("other.test", 16),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let mut e = net(NetOp::Dns, 53, 0, i as u64);
-            (e.sock_type, e.protocol) = (2, 17);
-            e.payload = query(name, qtype);
-            n.apply(&e, "t", Some(7));
-        }
-        let got: Vec<(Option<&str>, Option<&str>, u64)> = n
-            .entries
-            .iter()
-            .map(|e| (e.name.as_deref(), e.qtype.as_deref(), e.count))
-            .collect();
+        // An outcome for a socket nobody waits for changes nothing.
+        assert!(n.result("t5", &outcome(9, "ok")).is_none());
+        // A third, blocking, connect that worked: one entry with the first, count 2.
+        net(&mut n, "t6", connect(80, "ok", None), Some(7));
+        let r = n.report_entries(Some(7));
+        let ok: Vec<_> = r.iter().filter(|e| e.result == "ok").collect();
+        assert_eq!(ok.len(), 1, "{r:#?}");
         assert_eq!(
-            got,
-            [
-                (Some("example.com"), Some("A"), 2),
-                (Some("example.com"), Some("AAAA"), 1),
-                (Some("other.test"), Some("TXT"), 1),
-            ]
+            (ok[0].count, ok[0].first_at.as_str(), ok[0].last_at.as_str()),
+            (2, "t1", "t6")
         );
+        assert!(r.iter().all(|e| e.socket.is_none()));
     }
 
     #[test]

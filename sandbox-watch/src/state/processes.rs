@@ -1,26 +1,11 @@
-//! The process model: one entry per program run, keyed while alive by (tgid, start tick) so a
-//! reused pid never merges two processes, and the inside/outside verdicts.
+//! The process model: one entry per program run, made from the session's records, and the
+//! inside/outside verdicts. While alive a process is found by its pid: records come in the
+//! kernel's order, so a pid is reused only after the exit of the process that had it.
 use std::collections::HashMap;
+use std::time::SystemTime;
 
-use serde::Serialize;
-
-use crate::kernel::decode::{Event, Exec};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Inside,
-    Outside,
-}
-
-impl Verdict {
-    pub fn of(netns: Option<u64>, agent_netns: Option<u64>) -> Verdict {
-        match (netns, agent_netns) {
-            (Some(a), Some(b)) if a != b => Verdict::Outside,
-            _ => Verdict::Inside,
-        }
-    }
-}
+use crate::output::report::ProcessEntry;
+use crate::record::{Exec, Exit, Fork, Verdict};
 
 /// Programs that only set up the sandbox and start the agent: in `run` mode the agent's
 /// namespace is that of the first process in the tree that is none of these.
@@ -70,13 +55,12 @@ pub enum AgentRule {
     FirstNonLauncher,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Process {
     pub pid: u32,
     pub ppid: u32,
     pub exe: Option<String>,
     pub argv: Vec<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub argv_truncated: bool,
     pub cwd: Option<String>,
     pub uid: Option<u32>,
@@ -88,30 +72,76 @@ pub struct Process {
     pub userns: Option<u64>,
     pub cgroup_id: Option<u64>,
     pub comm: Option<String>,
-    /// Boot clock ns of the process start (the thread group leader's).
-    #[serde(skip)]
-    pub start_ns: u64,
-    /// Boot clock ns when this entry began (fork or exec) and ended (exit or next exec).
-    #[serde(skip)]
-    pub began_ns: u64,
-    #[serde(skip)]
-    pub ended_ns: Option<u64>,
+    /// When this entry began (fork or exec) and ended (exit or the next exec).
+    pub began: SystemTime,
+    pub ended: Option<SystemTime>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub fork_only: bool,
     /// Existed before the capture started (attach, container).
     pub preexisting: bool,
     /// Part of the launch chain before the agent (run mode); never counted as outside.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub launcher: bool,
-    /// This entry ended because the process ran another program.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub replaced: bool,
+    /// The process this entry is a program of: the same number across its execs, another for
+    /// a reused pid.
+    pub process: u64,
+    /// The entry this one follows: the same process ran another program.
+    pub replaces: Option<usize>,
 }
 
 impl Process {
     pub fn running(&self) -> bool {
-        self.ended_ns.is_none()
+        self.ended.is_none()
+    }
+
+    fn new(pid: u32, began: SystemTime, process: u64) -> Process {
+        Process {
+            pid,
+            ppid: 0,
+            exe: None,
+            argv: Vec::new(),
+            argv_truncated: false,
+            cwd: None,
+            uid: None,
+            euid: None,
+            gid: None,
+            netns: None,
+            mntns: None,
+            pidns: None,
+            userns: None,
+            cgroup_id: None,
+            comm: None,
+            began,
+            ended: None,
+            exit_code: None,
+            signal: None,
+            fork_only: false,
+            preexisting: false,
+            launcher: false,
+            process,
+            replaces: None,
+        }
+    }
+
+    /// The program's fields from an exec.
+    fn fill(&mut self, e: &Exec, launcher: bool) {
+        self.pid = e.pid;
+        self.ppid = e.ppid;
+        self.exe.clone_from(&e.exe);
+        self.argv.clone_from(&e.argv);
+        self.argv_truncated = e.argv_truncated;
+        self.cwd.clone_from(&e.cwd);
+        self.uid = e.uid;
+        self.euid = e.euid;
+        self.gid = e.gid;
+        self.netns = e.netns;
+        self.mntns = e.mntns;
+        self.pidns = e.pidns;
+        self.userns = e.userns;
+        self.cgroup_id = e.cgroup_id;
+        self.comm.clone_from(&e.comm);
+        self.fork_only = false;
+        self.launcher = launcher;
     }
 }
 
@@ -128,43 +158,50 @@ pub struct Existing {
     pub netns: Option<u64>,
 }
 
-pub struct Model {
-    pub processes: Vec<Process>,
-    live: HashMap<(u32, u64), usize>,
+pub struct Processes {
+    pub list: Vec<Process>,
+    live: HashMap<u32, usize>,
     rule: AgentRule,
     pub agent_netns: Option<u64>,
     pub agent_pid: Option<u32>,
-    ns_per_tick: u64,
+    next_process: u64,
 }
 
-impl Model {
-    pub fn new(rule: AgentRule) -> Model {
-        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .filter(|&t| t > 0)
-            .unwrap_or(100) as u64;
+impl Default for Processes {
+    fn default() -> Self {
+        Processes::new(AgentRule::FirstNonLauncher, None)
+    }
+}
+
+impl Processes {
+    pub fn new(rule: AgentRule, agent_pid: Option<u32>) -> Processes {
         let agent_netns = match rule {
             AgentRule::Fixed(ns) => Some(ns),
             AgentRule::FirstNonLauncher => None,
         };
-        Model {
-            processes: Vec::new(),
+        Processes {
+            list: Vec::new(),
             live: HashMap::new(),
             rule,
             agent_netns,
-            agent_pid: None,
-            ns_per_tick: 1_000_000_000 / ticks,
+            agent_pid,
+            next_process: 0,
         }
     }
 
-    /// /proc gives start times in clock ticks; the kernel in ns. Keys use ticks for both.
-    fn key(&self, tgid: u32, start_ns: u64) -> (u32, u64) {
-        (tgid, start_ns / self.ns_per_tick)
-    }
-
+    /// How many processes are alive.
     pub fn live_count(&self) -> usize {
         self.live.len()
+    }
+
+    /// The entry of the live process with this pid.
+    pub fn live_index(&self, pid: u32) -> Option<usize> {
+        self.live.get(&pid).copied()
+    }
+
+    /// Whether any entry of `pid` still runs.
+    pub fn running(&self, pid: u32) -> bool {
+        self.live.contains_key(&pid)
     }
 
     pub fn verdict(&self, p: &Process) -> Verdict {
@@ -174,251 +211,244 @@ impl Model {
         Verdict::of(p.netns, self.agent_netns)
     }
 
-    pub fn seed(&mut self, e: Existing) {
-        let key = self.key(e.pid, e.start_ns);
-        self.processes.push(Process {
-            pid: e.pid,
+    fn new_process(&mut self) -> u64 {
+        self.next_process += 1;
+        self.next_process
+    }
+
+    fn push(&mut self, p: Process) -> usize {
+        let pid = p.pid;
+        self.list.push(p);
+        let i = self.list.len() - 1;
+        self.live.insert(pid, i);
+        i
+    }
+
+    /// A `process` record: one there before the capture.
+    pub fn seed(&mut self, at: SystemTime, e: &ProcessEntry) -> usize {
+        let began = crate::record::parse_at(&e.started_at).unwrap_or(at);
+        let process = self.new_process();
+        self.push(Process {
             ppid: e.ppid,
-            exe: e.exe,
-            argv: e.argv,
-            cwd: e.cwd,
+            exe: e.exe.clone(),
+            argv: e.argv.clone(),
+            argv_truncated: e.argv_truncated,
+            cwd: e.cwd.clone(),
             uid: e.uid,
+            euid: e.euid,
+            gid: e.gid,
             netns: e.netns,
-            start_ns: e.start_ns,
-            began_ns: e.start_ns,
+            mntns: e.mntns,
+            pidns: e.pidns,
+            userns: e.userns,
+            cgroup_id: e.cgroup_id,
+            comm: e.comm.clone(),
             preexisting: true,
-            ..Default::default()
-        });
-        self.live.insert(key, self.processes.len() - 1);
+            ..Process::new(e.pid, began, process)
+        })
     }
 
-    /// Applies one event; returns the index of the entry it touched.
-    pub fn apply(&mut self, event: &Event) -> Option<usize> {
-        match event {
-            Event::Fork {
-                header,
-                child_tgid,
-                child_start_ns,
-            } => {
-                let parent = self
-                    .live
-                    .get(&self.key(header.tgid, header.start_ns))
-                    .map(|&i| &self.processes[i]);
-                let child = Process {
-                    pid: *child_tgid,
-                    ppid: header.tgid,
-                    exe: parent.and_then(|p| p.exe.clone()),
-                    argv: parent.map(|p| p.argv.clone()).unwrap_or_default(),
-                    argv_truncated: parent.is_some_and(|p| p.argv_truncated),
-                    cwd: parent.and_then(|p| p.cwd.clone()),
-                    uid: parent.and_then(|p| p.uid),
-                    euid: parent.and_then(|p| p.euid),
-                    gid: parent.and_then(|p| p.gid),
-                    netns: parent.and_then(|p| p.netns),
-                    mntns: parent.and_then(|p| p.mntns),
-                    pidns: parent.and_then(|p| p.pidns),
-                    userns: parent.and_then(|p| p.userns),
-                    cgroup_id: parent.and_then(|p| p.cgroup_id),
-                    comm: parent.and_then(|p| p.comm.clone()),
-                    launcher: parent.is_some_and(|p| p.launcher) && self.agent_netns.is_none(),
-                    start_ns: *child_start_ns,
-                    began_ns: header.ktime_ns,
-                    fork_only: true,
-                    ..Default::default()
-                };
-                self.processes.push(child);
-                let idx = self.processes.len() - 1;
-                let key = self.key(*child_tgid, *child_start_ns);
-                self.live.insert(key, idx);
-                Some(idx)
-            }
-            Event::Exec(exec) => Some(self.exec(exec)),
-            Event::Exit { header, exit_code } => {
-                let idx = self.live.remove(&self.key(header.tgid, header.start_ns))?;
-                let p = &mut self.processes[idx];
-                p.ended_ns = Some(header.ktime_ns);
-                let code = *exit_code as i32;
-                if code & 0x7f != 0 {
-                    p.signal = Some(code & 0x7f);
-                } else {
-                    p.exit_code = Some((code >> 8) & 0xff);
-                }
-                Some(idx)
-            }
-            _ => None,
-        }
+    /// A `fork`: the child is its parent's program until it execs one of its own.
+    pub fn fork(&mut self, at: SystemTime, f: &Fork) -> usize {
+        let process = self.new_process();
+        let mut child = match self.live.get(&f.ppid).map(|&i| &self.list[i]) {
+            Some(parent) => Process {
+                launcher: parent.launcher && self.agent_netns.is_none(),
+                ..parent.clone()
+            },
+            None => Process::new(f.pid, at, process),
+        };
+        child.pid = f.pid;
+        child.ppid = f.ppid;
+        child.began = at;
+        child.ended = None;
+        (child.exit_code, child.signal) = (None, None);
+        child.fork_only = true;
+        child.preexisting = false;
+        child.process = process;
+        child.replaces = None;
+        self.push(child)
     }
 
-    fn exec(&mut self, e: &Exec) -> usize {
-        let h = &e.header;
-        let key = self.key(h.tgid, h.start_ns);
-        let exe = crate::kernel::decode::normalize_exe(&e.filename, &e.cwd);
+    /// An `exec`: fills the entry of a process that only forked, or opens a new one (the
+    /// previous program of the same process ends here).
+    pub fn exec(&mut self, at: SystemTime, e: &Exec) -> usize {
+        let exe = e.exe.as_deref().unwrap_or_default();
         let launcher = matches!(self.rule, AgentRule::FirstNonLauncher)
             && self.agent_netns.is_none()
-            && is_launcher(&exe, &e.argv);
+            && is_launcher(exe, &e.argv);
         if !launcher && self.agent_netns.is_none() {
-            self.agent_netns = Some(e.netns as u64);
-            self.agent_pid = Some(h.tgid);
+            self.agent_netns = e.netns;
+            self.agent_pid = Some(e.pid);
         }
-        let fill = |p: &mut Process| {
-            p.pid = h.tgid;
-            p.ppid = e.ppid;
-            p.exe = Some(exe.clone());
-            p.argv = e.argv.clone();
-            p.argv_truncated = e.argv_truncated;
-            p.cwd = Some(e.cwd.clone());
-            p.uid = Some(e.uid);
-            p.euid = Some(e.euid);
-            p.gid = Some(e.gid);
-            p.netns = Some(e.netns as u64);
-            p.mntns = Some(e.mntns as u64);
-            p.pidns = Some(e.pidns as u64);
-            p.userns = Some(e.userns as u64);
-            p.cgroup_id = Some(e.cgroup_id);
-            p.comm = Some(e.comm.clone());
-            p.start_ns = h.start_ns;
-            p.fork_only = false;
-            p.launcher = launcher;
-        };
-        if let Some(&idx) = self.live.get(&key) {
-            let p = &mut self.processes[idx];
+        let mut replaces = None;
+        let mut process = None;
+        if let Some(&i) = self.live.get(&e.pid) {
+            let p = &mut self.list[i];
             if p.fork_only && !p.preexisting {
-                fill(p);
-                return idx;
+                p.fill(e, launcher);
+                return i;
             }
             // The same process runs a second program: close this entry, open another.
-            p.ended_ns = Some(h.ktime_ns);
-            p.replaced = true;
+            p.ended = Some(at);
+            replaces = Some(i);
+            process = Some(p.process);
         }
-        let mut p = Process {
-            began_ns: h.ktime_ns,
-            ..Default::default()
-        };
-        fill(&mut p);
-        self.processes.push(p);
-        let idx = self.processes.len() - 1;
-        self.live.insert(key, idx);
-        idx
+        let process = process.unwrap_or_else(|| self.new_process());
+        let mut p = Process::new(e.pid, at, process);
+        p.fill(e, launcher);
+        p.replaces = replaces;
+        self.push(p)
+    }
+
+    /// An `exit`; None when the process is not known (nothing to record).
+    pub fn exit(&mut self, at: SystemTime, x: &Exit) -> Option<usize> {
+        let i = self.live.remove(&x.pid)?;
+        let p = &mut self.list[i];
+        p.ended = Some(at);
+        p.exit_code = x.exit_code;
+        p.signal = x.signal;
+        Some(i)
+    }
+
+    /// The report's entry of a process; one still running is measured up to `end`.
+    pub fn entry(&self, p: &Process, end: SystemTime) -> ProcessEntry {
+        let ended = p.ended.unwrap_or(end);
+        ProcessEntry {
+            pid: p.pid,
+            ppid: p.ppid,
+            exe: p.exe.clone(),
+            argv: p.argv.clone(),
+            argv_truncated: p.argv_truncated,
+            cwd: p.cwd.clone(),
+            uid: p.uid,
+            netns: p.netns,
+            verdict: self.verdict(p),
+            started_at: crate::time::rfc3339_nanos(p.began),
+            ended_at: p.ended.map(crate::time::rfc3339_nanos),
+            exit_code: p.exit_code,
+            signal: p.signal,
+            running_at_end: p.running(),
+            fork_only: p.fork_only,
+            preexisting: p.preexisting,
+            launcher: p.launcher,
+            comm: p.comm.clone(),
+            euid: p.euid,
+            gid: p.gid,
+            mntns: p.mntns,
+            pidns: p.pidns,
+            userns: p.userns,
+            cgroup_id: p.cgroup_id,
+            duration_ms: ended
+                .duration_since(p.began)
+                .map_or(0, |d| (d.as_nanos() / 1_000_000) as u64),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::decode::Header;
+    use std::time::Duration;
 
-    fn header(tgid: u32, start_ns: u64, at: u64) -> Header {
-        Header {
-            tgid,
-            pid: tgid,
-            ktime_ns: at,
-            start_ns,
+    fn at(ms: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000 + ms)
+    }
+
+    fn exec(pid: u32, netns: u64, argv: &[&str]) -> Exec {
+        Exec {
+            pid,
+            ppid: 1,
+            exe: Some(format!("/usr/bin/{}", argv[0])),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            netns: Some(netns),
+            ..Default::default()
         }
     }
 
-    fn exec(tgid: u32, start_ns: u64, netns: u32, argv: &[&str]) -> Event {
-        Event::Exec(Exec {
-            header: header(tgid, start_ns, start_ns + 1),
-            ppid: 1,
-            uid: 0,
-            euid: 0,
-            gid: 0,
-            cgroup_id: 1,
-            netns,
-            mntns: 1,
-            pidns: 1,
-            userns: 1,
-            comm: argv[0].into(),
-            filename: format!("/usr/bin/{}", argv[0]),
-            cwd: "/tmp".into(),
-            cwd_truncated: false,
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            argv_truncated: false,
-            argv_full_len: 0,
-        })
+    fn exit(pid: u32, exit_code: Option<i32>, signal: Option<i32>) -> Exit {
+        Exit {
+            pid,
+            exit_code,
+            signal,
+        }
     }
 
     #[test]
-    fn reused_pid_is_a_new_process() {
-        let mut m = Model::new(AgentRule::Fixed(10));
-        m.apply(&exec(100, 1_000_000_000, 10, &["first"]));
-        m.apply(&Event::Exit {
-            header: header(100, 1_000_000_000, 2_000_000_000),
-            exit_code: 7 << 8,
-        });
-        // Same pid, started much later: must not touch the first entry.
-        m.apply(&exec(100, 9_000_000_000, 10, &["second"]));
-        m.apply(&Event::Exit {
-            header: header(100, 9_000_000_000, 9_500_000_000),
-            exit_code: 9,
-        });
-        assert_eq!(m.processes.len(), 2);
-        assert_eq!(m.processes[0].argv, ["first"]);
-        assert_eq!(m.processes[0].exit_code, Some(7));
-        assert_eq!(m.processes[1].argv, ["second"]);
-        assert_eq!(m.processes[1].signal, Some(9));
-        assert_eq!(m.processes[1].exit_code, None);
+    fn a_reused_pid_is_a_new_process() {
+        let mut m = Processes::new(AgentRule::Fixed(10), None);
+        m.exec(at(1), &exec(100, 10, &["first"]));
+        m.exit(at(2), &exit(100, Some(7), None));
+        // Same pid, after the first one's exit: must not touch the first entry.
+        m.exec(at(9), &exec(100, 10, &["second"]));
+        m.exit(at(10), &exit(100, None, Some(9)));
+        assert_eq!(m.list.len(), 2);
+        assert_eq!(m.list[0].argv, ["first"]);
+        assert_eq!(m.list[0].exit_code, Some(7));
+        assert_eq!(m.list[1].argv, ["second"]);
+        assert_eq!(m.list[1].signal, Some(9));
+        assert_ne!(m.list[0].process, m.list[1].process);
         // An exit for a process that is not live changes nothing.
-        assert_eq!(
-            m.apply(&Event::Exit {
-                header: header(100, 9_000_000_000, 1),
-                exit_code: 0
-            }),
-            None
-        );
+        assert_eq!(m.exit(at(11), &exit(100, Some(0), None)), None);
     }
 
     #[test]
     fn fork_then_exec_is_one_entry_and_fork_only_stays() {
-        let mut m = Model::new(AgentRule::Fixed(10));
-        m.apply(&exec(1, 100, 10, &["sh"]));
-        m.apply(&Event::Fork {
-            header: header(1, 100, 200),
-            child_tgid: 2,
-            child_start_ns: 200,
-        });
-        m.apply(&Event::Fork {
-            header: header(1, 100, 300),
-            child_tgid: 3,
-            child_start_ns: 300,
-        });
-        m.apply(&exec(2, 200, 10, &["ls"]));
-        assert_eq!(m.processes.len(), 3);
-        assert!(!m.processes[1].fork_only);
-        assert_eq!(m.processes[1].argv, ["ls"]);
-        assert!(m.processes[2].fork_only);
-        assert_eq!(m.processes[2].argv, ["sh"]);
-        // Exec twice: two entries, same pid.
-        m.apply(&exec(2, 200, 10, &["cat"]));
-        assert_eq!(m.processes.len(), 4);
-        assert!(m.processes[1].replaced);
-        assert_eq!(m.processes[3].pid, 2);
+        let mut m = Processes::new(AgentRule::Fixed(10), None);
+        m.exec(at(1), &exec(1, 10, &["sh"]));
+        m.fork(at(2), &Fork { pid: 2, ppid: 1 });
+        m.fork(at(3), &Fork { pid: 3, ppid: 1 });
+        m.exec(at(4), &exec(2, 10, &["ls"]));
+        assert_eq!(m.list.len(), 3);
+        assert!(!m.list[1].fork_only);
+        assert_eq!(m.list[1].argv, ["ls"]);
+        assert_eq!(m.list[1].began, at(2), "the entry began at the fork");
+        assert!(m.list[2].fork_only);
+        assert_eq!(m.list[2].argv, ["sh"]);
+        // Exec twice: two entries, same pid, the same process.
+        m.exec(at(5), &exec(2, 10, &["cat"]));
+        assert_eq!(m.list.len(), 4);
+        assert_eq!(m.list[1].ended, Some(at(5)));
+        assert_eq!(m.list[3].replaces, Some(1));
+        assert_eq!(m.list[3].process, m.list[1].process);
     }
 
     #[test]
     fn agent_namespace_skips_launchers() {
-        let mut m = Model::new(AgentRule::FirstNonLauncher);
-        m.apply(&exec(1, 100, 10, &["unshare", "-n", "agent"]));
-        m.apply(&exec(1, 100, 20, &["agent"]));
-        m.apply(&Event::Fork {
-            header: header(1, 100, 200),
-            child_tgid: 2,
-            child_start_ns: 200,
-        });
-        m.apply(&exec(
-            2,
-            200,
-            10,
-            &["nsenter", "--net=/proc/1/ns/net", "curl"],
-        ));
+        let mut m = Processes::new(AgentRule::FirstNonLauncher, None);
+        m.exec(at(1), &exec(1, 10, &["unshare", "-n", "agent"]));
+        m.exec(at(2), &exec(1, 20, &["agent"]));
+        m.fork(at(3), &Fork { pid: 2, ppid: 1 });
+        m.exec(
+            at(4),
+            &exec(2, 10, &["nsenter", "--net=/proc/1/ns/net", "curl"]),
+        );
         assert_eq!(m.agent_netns, Some(20));
+        assert_eq!(m.agent_pid, Some(1));
         assert_eq!(
-            m.verdict(&m.processes[0]),
+            m.verdict(&m.list[0]),
             Verdict::Inside,
             "the launcher is not outside"
         );
-        assert_eq!(m.verdict(&m.processes[1]), Verdict::Inside);
-        assert_eq!(m.verdict(&m.processes[2]), Verdict::Outside);
+        assert_eq!(m.verdict(&m.list[1]), Verdict::Inside);
+        assert_eq!(m.verdict(&m.list[2]), Verdict::Outside);
+    }
+
+    #[test]
+    fn a_launchers_fork_after_the_agent_is_known_is_no_launcher() {
+        // `timeout` (a launcher, host namespace) starts the agent in namespace 20, then forks
+        // again: that child runs in the host's namespace after the agent began.
+        let mut m = Processes::new(AgentRule::FirstNonLauncher, None);
+        m.exec(
+            at(1),
+            &exec(1, 10, &["timeout", "9", "unshare", "-n", "agent"]),
+        );
+        m.fork(at(2), &Fork { pid: 2, ppid: 1 });
+        assert!(m.list[1].launcher, "forked before the agent is known");
+        m.exec(at(3), &exec(2, 20, &["agent"]));
+        m.fork(at(4), &Fork { pid: 3, ppid: 1 });
+        assert!(!m.list[2].launcher);
+        assert_eq!(m.verdict(&m.list[2]), Verdict::Outside);
     }
 
     #[test]

@@ -3,19 +3,22 @@
 //! `app/ingest.rs`); the details pane is put together in `app/details.rs`; drawing lives in
 //! `ui.rs` and only reads this (plus scroll offsets and the page height it measures).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::num::NonZeroU16;
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::Value;
 
+use super::model::Rows;
 use super::model::{
-    Alert, AlertKind, FileRow, LIST_CAP, LogRow, NetRow, Processes, Rows, Verdict, at_ns,
-    bool_field, i64_field, join_argv, pid_field, signal_name, str_field, summarize, target_text,
-    u64_field,
+    Alert, AlertKind, LIST_CAP, LogRow, NET_LATER_CAP, NetRecords, Tree, Verdict, at_ns,
+    file_matches, i64_field, join_argv, net_matches, ns, proc_argv, proc_matches, signal_name,
+    str_field, summarize, target_text, u64_field,
 };
 use super::{Feed, Options, Quit};
+use crate::record::{Logged, Record};
+use crate::state::session::{Applied, Session};
 
 mod details;
 mod ingest;
@@ -28,10 +31,6 @@ const HIST_BUCKETS: usize = 1024;
 const HIST_FIRST_BUCKET_NS: i64 = 100_000_000;
 /// Alert lines kept for the gaps of the probe (each gap is one alert).
 const GAP_ALERTS_MAX: usize = 16;
-/// How far back a `net_result` looks for its connect.
-const NET_RESULT_LOOKBACK: u64 = 4096;
-/// Later records kept per network row.
-const NET_LATER_CAP: usize = 4;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum View {
@@ -274,7 +273,6 @@ pub(crate) struct App {
     pub now_ns: i64,
 
     start: Option<StartInfo>,
-    first_exec_netns: Option<u64>,
     first_at: Option<i64>,
     last_at: Option<i64>,
     end_at: Option<i64>,
@@ -297,11 +295,14 @@ pub(crate) struct App {
     /// Alert ids given up when that happened (the gaps were pushed again).
     alerts_replaced: u64,
 
-    pub procs: Processes,
-    pub files: Rows<FileRow>,
-    /// (pid, op, dev, ino) → the id of its newest file row, for `file_count` records.
-    file_index: HashMap<(u32, String, String, u64), u64>,
-    pub net: Rows<NetRow>,
+    /// The state the records make: the same as the report's (the views show its entries).
+    pub session: Session,
+    /// The process entries as a tree, with their records.
+    pub procs: Tree,
+    /// Each file entry's first record (for the details pane).
+    pub file_raw: Vec<Arc<str>>,
+    /// Each network entry's records.
+    pub net_raw: Vec<NetRecords>,
     pub alerts: Rows<Alert>,
     pub log: Rows<LogRow>,
 
@@ -328,7 +329,6 @@ impl App {
             options,
             now_ns,
             start: None,
-            first_exec_netns: None,
             first_at: None,
             last_at: None,
             end_at: None,
@@ -347,10 +347,10 @@ impl App {
             lost_alerted: false,
             final_alerts: false,
             alerts_replaced: 0,
-            procs: Processes::default(),
-            files: Rows::new(LIST_CAP),
-            file_index: HashMap::new(),
-            net: Rows::new(LIST_CAP),
+            session: Session::new(),
+            procs: Tree::default(),
+            file_raw: Vec::new(),
+            net_raw: Vec::new(),
             alerts: Rows::new(LIST_CAP),
             log: Rows::new(LIST_CAP),
             view: View::Processes,
@@ -405,7 +405,8 @@ impl App {
             return p.header.clone();
         }
         let start = self.start.as_ref();
-        let netns = match (start.and_then(|s| s.agent_netns), self.first_exec_netns) {
+        let first_exec = self.session.processes.agent_netns;
+        let netns = match (start.and_then(|s| s.agent_netns), first_exec) {
             (Some(n), _) => format!("netns {n}"),
             (None, Some(n)) => format!("netns {n} (first exec)"),
             (None, None) => "netns ?".to_string(),
@@ -437,9 +438,9 @@ impl App {
             outside,
             reason,
             counts: [
-                self.procs.procs.len() as u64 + self.procs.not_stored,
-                self.files.end(),
-                self.net.end(),
+                self.procs.nodes.len() as u64 + self.procs.not_stored,
+                self.session.files.entries.len() as u64,
+                self.session.network.entries.len() as u64,
                 self.alerts.end() - self.alerts_replaced,
                 self.log.end(),
             ],
@@ -452,8 +453,8 @@ impl App {
     fn flat_bounds(&self, view: View) -> (u64, u64) {
         let (first, end) = match view {
             View::Processes => (0, self.procs.order.len() as u64),
-            View::Files => (self.files.first(), self.files.end()),
-            View::Network => (self.net.first(), self.net.end()),
+            View::Files => (0, self.session.files.entries.len() as u64),
+            View::Network => (0, self.session.network.entries.len() as u64),
             View::Alerts => (self.alerts.first(), self.alerts.end()),
             View::Log => (self.log.first(), self.log.end()),
         };
@@ -529,7 +530,7 @@ impl App {
             if let Some(f) = &mut self.views[View::Processes.index()].filter {
                 f.matches.clear();
                 for (pos, &(i, _)) in self.procs.order.iter().enumerate() {
-                    if self.procs.procs[i as usize].search_matches(&f.needle) {
+                    if proc_matches(&self.session.processes.list[i as usize], &f.needle) {
                         f.matches.push_back(pos as u64);
                     }
                 }
@@ -552,16 +553,21 @@ impl App {
 
     fn row_matches(&self, view: View, key: u64, needle: &str) -> bool {
         match view {
-            View::Processes => self
-                .procs
-                .order
-                .get(key as usize)
-                .is_some_and(|&(i, _)| self.procs.procs[i as usize].search_matches(needle)),
+            View::Processes => self.procs.order.get(key as usize).is_some_and(|&(i, _)| {
+                proc_matches(&self.session.processes.list[i as usize], needle)
+            }),
             View::Files => self
+                .session
                 .files
-                .get(key)
-                .is_some_and(|r| r.search_matches(needle)),
-            View::Network => self.net.get(key).is_some_and(|r| r.search_matches(needle)),
+                .entries
+                .get(key as usize)
+                .is_some_and(|r| file_matches(r, needle)),
+            View::Network => self
+                .session
+                .network
+                .entries
+                .get(key as usize)
+                .is_some_and(|r| net_matches(r, needle)),
             View::Alerts => self
                 .alerts
                 .get(key)
@@ -573,8 +579,8 @@ impl App {
     fn list_ids(&self, view: View) -> (u64, u64) {
         match view {
             View::Processes => (0, self.procs.order.len() as u64),
-            View::Files => (self.files.first(), self.files.end()),
-            View::Network => (self.net.first(), self.net.end()),
+            View::Files => (0, self.session.files.entries.len() as u64),
+            View::Network => (0, self.session.network.entries.len() as u64),
             View::Alerts => (self.alerts.first(), self.alerts.end()),
             View::Log => (self.log.first(), self.log.end()),
         }

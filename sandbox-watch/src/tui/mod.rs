@@ -7,7 +7,7 @@
 //! a time, lists are virtualised, and every list is capped, so the capture is never slowed.
 
 mod app;
-mod model;
+pub(crate) mod model;
 mod pty;
 mod ui;
 
@@ -37,8 +37,11 @@ use pty::AgentIo;
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
 pub enum Feed {
-    /// One log record (same object as the JSONL line, `hash`/`prev` may be absent).
-    Record(serde_json::Value),
+    /// One record, with its place in the log (when there is one).
+    Record(crate::record::Logged),
+    /// A log line this version cannot read as a record (a kind from a newer version): shown
+    /// in the Log view as it is, and nothing else.
+    Other(serde_json::Value),
     /// Sent about every 200 ms by the capture: totals so far.
     Stats { events: u64, lost: u64 },
     /// The capture ended (the agent exited, a signal, --duration); the screen says so and
@@ -118,12 +121,22 @@ pub async fn replay(log: PathBuf, options: Options) -> io::Result<()> {
 /// Sends each record, then Ended with what the screen says when the log has been read.
 fn feed_records(records: impl Iterator<Item = serde_json::Value>, tx: &mpsc::Sender<Feed>) {
     let mut ended_by = None;
-    for r in records {
-        if r.get("kind").and_then(|k| k.as_str()) == Some("end") {
-            let by = r.get("ended_by").and_then(|b| b.as_str());
-            ended_by = Some(by.unwrap_or("ended").to_string());
-        }
-        if tx.blocking_send(Feed::Record(r)).is_err() {
+    for v in records {
+        let feed = match crate::record::Logged::from_value(&v) {
+            Some(r) => {
+                if let crate::record::Record::End(e) = &r.record {
+                    let by = if e.ended_by.is_empty() {
+                        "ended"
+                    } else {
+                        &e.ended_by
+                    };
+                    ended_by = Some(by.to_string());
+                }
+                Feed::Record(r)
+            }
+            None => Feed::Other(v),
+        };
+        if tx.blocking_send(feed).is_err() {
             return;
         }
     }

@@ -14,6 +14,18 @@ use super::{Feed, Options, Quit, ui};
 
 const SESSION: &str = include_str!("testdata/session.jsonl");
 
+/// A record for the feed, from the JSON of a log line (a line without `at` gets t0's).
+fn feed(mut v: Value) -> Feed {
+    if let Value::Object(m) = &mut v {
+        m.entry("at")
+            .or_insert_with(|| "2026-11-30T11:24:16Z".into());
+    }
+    match crate::record::Logged::from_value(&v) {
+        Some(logged) => Feed::Record(logged),
+        None => Feed::Other(v),
+    }
+}
+
 fn t0() -> i64 {
     parse_rfc3339_ns("2026-11-30T11:24:16Z").unwrap()
 }
@@ -28,7 +40,7 @@ fn session() -> Vec<Value> {
 fn app_from(records: Vec<Value>, options: Options, now_ns: i64) -> App {
     let mut app = App::new(options, false, now_ns);
     for r in records {
-        app.ingest(Feed::Record(r));
+        app.ingest(feed(r));
     }
     app.prepare();
     app
@@ -69,7 +81,7 @@ fn outside_records() -> Vec<Value> {
 fn outside_app() -> App {
     let mut app = live_app();
     for r in outside_records() {
-        app.ingest(Feed::Record(r));
+        app.ingest(feed(r));
     }
     app.prepare();
     app
@@ -263,7 +275,7 @@ fn a_replayed_log_that_failed_its_check_says_so_before_the_verdict() {
 fn snapshot_agent_pane_and_quit_prompt() {
     let mut app = App::new(Options::default(), true, t0() + 3_000_000_000);
     for r in session().into_iter().take(12) {
-        app.ingest(Feed::Record(r));
+        app.ingest(feed(r));
     }
     app.agent_output(
         b"$ python3 server.py\r\nServing on 127.0.0.1:8000\r\n\x1b[1mready\x1b[0m\r\n> ",
@@ -315,7 +327,7 @@ fn outside_reason_is_the_first_outside_record() {
     );
     // An outside violation alone also makes it OUTSIDE.
     let mut app = live_app();
-    app.ingest(Feed::Record(json!({"kind": "violation", "pid": 7,
+    app.ingest(feed(json!({"kind": "violation", "pid": 7,
         "summary": "pid 7 `nc` ran in net namespace 1, not the agent's 2"})));
     assert!(screen(&mut app, 120, 36).contains("OUTSIDE: pid 7 `nc` ran in net namespace"));
 }
@@ -352,7 +364,7 @@ fn no_color_uses_only_bold_and_reverse() {
     };
     let mut app = app_from(session(), opts, t0());
     for r in outside_records() {
-        app.ingest(Feed::Record(r));
+        app.ingest(feed(r));
     }
     for n in ['1', '2', '3', '4', '5', '?'] {
         press(&mut app, KeyCode::Char(n));
@@ -386,7 +398,7 @@ fn unknown_kinds_and_missing_fields_are_tolerated() {
         json!({"kind": "wobble", "seq": 4, "x": [1, 2]}),
         json!("just a string"),
     ] {
-        app.ingest(Feed::Record(r));
+        app.ingest(feed(r));
     }
     for n in ['1', '2', '3', '4', '5'] {
         press(&mut app, KeyCode::Char(n));
@@ -445,8 +457,11 @@ fn file_record(i: u64) -> Value {
 #[test]
 fn hundred_thousand_rows_build_only_the_visible_ones() {
     let mut app = App::new(Options::default(), false, t0());
+    // Writes: each is an entry of its own (reads past DETAILED_READS are folded).
     for i in 0..100_000 {
-        app.ingest(Feed::Record(file_record(i)));
+        let mut r = file_record(i);
+        r["op"] = "write".into();
+        app.ingest(feed(r));
     }
     press(&mut app, KeyCode::Char('2'));
     let list_rows = 24 - 5 - 1; // header 3, tabs 1, status 1, column header 1
@@ -483,17 +498,24 @@ fn lists_are_capped() {
     let mut app = App::new(Options::default(), false, t0());
     let n = LIST_CAP as u64 + 5_000;
     for i in 0..n {
-        app.ingest(Feed::Record(file_record(i)));
+        app.ingest(feed(file_record(i)));
     }
-    assert_eq!(app.files.len(), LIST_CAP);
-    assert_eq!(app.files.first(), 5_000);
-    assert_eq!(app.files.end(), n);
+    // The log list keeps the newest LIST_CAP records.
     assert_eq!(app.log.len(), LIST_CAP);
+    assert_eq!(app.log.first(), 5_000);
+    assert_eq!(app.log.end(), n);
+    // The Files view shows the session's entries, as the report has them: past
+    // DETAILED_READS plain reads, one entry for their directory.
+    let detailed = crate::state::files::DETAILED_READS as u64;
+    assert_eq!(app.session.files.entries.len() as u64, detailed + 1);
     press(&mut app, KeyCode::Char('2'));
     let term = draw(&mut app, 80, 24);
-    assert!(selected_line(&term).contains("/data/f005000"));
-    // The tab still counts every record seen.
-    assert!(text(term.backend().buffer()).contains(&format!("Files {n}")));
+    assert!(
+        selected_line(&term).contains("/data/"),
+        "{}",
+        selected_line(&term)
+    );
+    assert!(text(term.backend().buffer()).contains(&format!("Files {}", detailed + 1)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -537,8 +559,9 @@ fn filter_and_next_previous_match() {
     type_str(&mut app, "t/");
     press(&mut app, KeyCode::Enter);
     assert!(app.prompt.is_none());
-    // .git/config, .git/objects…, out.txt, tmp.txt → final.txt, old.log, missing.log
-    assert_eq!(app.visible(View::Files).len, 6);
+    // .git/config, .git/objects…, out.txt, tmp.txt → final.txt, old.log (the failed delete of
+    // missing.log, which was not there, is in the Log view only: not an entry of the report)
+    assert_eq!(app.visible(View::Files).len, 5);
     let s = screen(&mut app, 120, 36);
     assert!(!s.contains("ld.so.cache"), "filtered out: {s}");
     assert!(s.contains("filter \"project/\""), "{s}");
@@ -550,21 +573,17 @@ fn filter_and_next_previous_match() {
     press(&mut app, KeyCode::Char('N'));
     assert!(sel(&mut app).contains(".git/config"));
     press(&mut app, KeyCode::Char('N')); // wraps to the last match
-    assert!(sel(&mut app).contains("missing.log"));
+    assert!(sel(&mut app).contains("old.log"));
     press(&mut app, KeyCode::Char('n')); // and back to the first
     assert!(sel(&mut app).contains(".git/config"));
 
     // New rows that match join the filtered list as they arrive.
-    app.ingest(Feed::Record(
-        json!({"kind": "file", "pid": 4100, "op": "write",
-        "path": "/home/dev/project/new.txt"}),
-    ));
-    app.ingest(Feed::Record(
-        json!({"kind": "file", "pid": 4100, "op": "write",
-        "path": "/tmp/elsewhere"}),
-    ));
+    app.ingest(feed(json!({"kind": "file", "pid": 4100, "op": "write",
+        "path": "/home/dev/project/new.txt", "credential": false, "persistence": false})));
+    app.ingest(feed(json!({"kind": "file", "pid": 4100, "op": "write",
+        "path": "/tmp/elsewhere", "credential": false, "persistence": false})));
     app.prepare();
-    assert_eq!(app.visible(View::Files).len, 7);
+    assert_eq!(app.visible(View::Files).len, 6);
 
     // Filters are per view.
     press(&mut app, KeyCode::Char('1'));
@@ -573,7 +592,7 @@ fn filter_and_next_previous_match() {
 
     // Esc clears it.
     press(&mut app, KeyCode::Esc);
-    assert_eq!(app.visible(View::Files).len, 11);
+    assert_eq!(app.visible(View::Files).len, 10);
 
     // Esc while typing drops it too; n without a filter says so.
     type_str(&mut app, "/zzz");
@@ -611,7 +630,7 @@ fn follow_toggles_and_moving_up_stops_it() {
         app.views[View::Log.index()].follow,
         "the Log follows by default"
     );
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"seq": 500, "kind": "fork", "pid": 9000, "ppid": 4100}),
     ));
     assert!(selected_line(&draw(&mut app, 80, 24)).contains("pid 9000"));
@@ -619,7 +638,7 @@ fn follow_toggles_and_moving_up_stops_it() {
     press(&mut app, KeyCode::Char('k'));
     assert!(!app.views[View::Log.index()].follow);
     let held = selected_line(&draw(&mut app, 80, 24));
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"seq": 501, "kind": "fork", "pid": 9001, "ppid": 4100}),
     ));
     assert_eq!(selected_line(&draw(&mut app, 80, 24)), held);
@@ -632,7 +651,7 @@ fn follow_toggles_and_moving_up_stops_it() {
     press(&mut app, KeyCode::Char('2'));
     assert!(!app.views[View::Files.index()].follow);
     press(&mut app, KeyCode::Char('f'));
-    app.ingest(Feed::Record(file_record(1)));
+    app.ingest(feed(file_record(1)));
     assert!(selected_line(&draw(&mut app, 80, 24)).contains("/data/f000001"));
 }
 
@@ -645,14 +664,14 @@ fn pause_freezes_the_display_but_not_the_state() {
     assert!(app.paused.is_some());
     let shown = app.visible(View::Log).len;
     for i in 0..50 {
-        app.ingest(Feed::Record(file_record(i)));
+        app.ingest(feed(file_record(i)));
     }
     app.ingest(Feed::Stats {
         events: 1000,
         lost: 0,
     });
     for r in outside_records() {
-        app.ingest(Feed::Record(r));
+        app.ingest(feed(r));
     }
     assert_eq!(app.visible(View::Log).len, shown, "display frozen");
     assert_eq!(
@@ -793,11 +812,9 @@ fn the_final_violations_replace_the_live_alerts() {
             "pid 4101 read credential /home/dev/.netrc (verified on ext4)",
         ),
     ] {
-        app.ingest(Feed::Record(
-            json!({"seq": seq, "at": "2026-11-30T11:24:18Z",
+        app.ingest(feed(json!({"seq": seq, "at": "2026-11-30T11:24:18Z",
             "kind": "violation", "violation": if pid == 4200 { "outside" } else { "credential" },
-            "pid": pid, "summary": summary}),
-        ));
+            "pid": pid, "summary": summary})));
     }
     let s = screen(&mut app, 120, 36);
     let rows: Vec<&str> = s.lines().filter(|l| l.starts_with('+')).collect();
@@ -922,7 +939,21 @@ fn replay_feeds_every_record_then_says_whether_the_log_ended() {
         }
         feeder.join().unwrap();
         assert_eq!(got.len(), n + 1, "each record, then Ended");
-        assert!(got[..n].iter().all(|f| matches!(f, Feed::Record(_))));
+        // Every line is a record, but the session's line of a kind this version does not
+        // know, which goes to the Log view as it is.
+        assert!(
+            got[..n]
+                .iter()
+                .all(|f| matches!(f, Feed::Record(_) | Feed::Other(_)))
+        );
+        assert_eq!(
+            got[..n]
+                .iter()
+                .filter(|f| matches!(f, Feed::Other(_)))
+                .count(),
+            usize::from(n > 31),
+            "the heartbeat"
+        );
         match got.pop() {
             Some(Feed::Ended { reason }) => reason,
             _ => panic!("the last feed is Ended"),
@@ -945,19 +976,19 @@ fn run_and_replay_futures_are_send() {
 #[test]
 fn later_records_update_their_rows() {
     let mut app = live_app();
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "net", "pid": 4102, "op": "connect", "proto": "tcp",
         "addr": "::1", "port": 8001, "result": "in_progress", "verdict": "inside", "count": 1}),
     ));
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "file", "pid": 4100, "op": "read", "path": "/etc/hosts",
-        "dev": "254:0", "ino": 77, "count": 1}),
+        "dev": "254:0", "ino": 77, "count": 1, "credential": false, "persistence": false}),
     ));
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "net_result", "pid": 4102, "addr": "::1", "port": 8001,
         "result": "refused"}),
     ));
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "file_count", "pid": 4100, "path": "/etc/hosts",
         "dev": "254:0", "ino": 77, "count": 7}),
     ));
@@ -988,17 +1019,17 @@ fn later_records_update_their_rows() {
 #[test]
 fn targets_and_violation_kinds() {
     let mut app = App::new(Options::default(), false, t0());
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "start", "target": {"mode": "container",
         "command": [], "pid": null,
         "container": {"id": "0123456789abcdef0123", "cgroup": "/sys/fs/cgroup/x"}},
         "agent": {"netns": 4026532001u64}, "probe": {"file_open": "fentry", "gaps": []}}),
     ));
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "violation", "pid": 3, "at": "2026-11-30T11:24:16Z",
         "summary": "pid 3 connect 203.0.113.7:443 (ok), not allowed by --allow-net"}),
     ));
-    app.ingest(Feed::Record(
+    app.ingest(feed(
         json!({"kind": "violation", "pid": 4, "at": "2026-11-30T11:24:16Z",
         "summary": "pid 4 connect 203.0.113.7:443 from net namespace 5, not the agent's 6"}),
     ));

@@ -13,7 +13,8 @@ use ratatui::widgets::{
 };
 
 use super::app::{App, HeaderInfo, View, duration_text, offset_text};
-use super::model::{AlertKind, Verdict, signal_name};
+use super::model::{AlertKind, Verdict, net_dest, net_refused, ns, proc_argv, signal_name};
+use crate::record::ViolationKind;
 
 /// Below this the screen only says it is too small.
 pub(crate) const MIN_WIDTH: u16 = 40;
@@ -531,13 +532,14 @@ fn build_row(
     match view {
         View::Processes => {
             let &(i, depth) = app.procs.order.get(usize::try_from(key).ok()?)?;
-            let p = &app.procs.procs[i as usize];
+            let p = &app.session.processes.list[i as usize];
+            let verdict_of = app.session.processes.verdict(p);
             let prefix = tree_prefix(app, i as usize, depth);
             let mut argv = String::new();
             if p.fork_only {
                 argv.push_str("(fork) ");
             }
-            argv.push_str(&p.argv);
+            argv.push_str(&proc_argv(p));
             let avail = flex.saturating_sub(prefix.chars().count());
             let process = Line::from(vec![
                 Span::styled(prefix, theme.dim()),
@@ -551,24 +553,20 @@ fn build_row(
                 ),
             ]);
             let (exit, exit_style) = match (p.exit_code, p.signal) {
-                (_, Some(s)) => (signal_name(s), theme.bad()),
+                (_, Some(s)) => (signal_name(s.into()), theme.bad()),
                 (Some(0), None) => ("0".to_string(), Style::new()),
                 (Some(c), None) => (c.to_string(), theme.bad()),
                 (None, None) if app.ended.is_some() => ("● left".to_string(), theme.warn()),
                 (None, None) => ("● run".to_string(), theme.good()),
             };
-            let end = p.ended_ns.unwrap_or(now);
-            let time = p
-                .started_ns
-                .map(|s| duration_text(end - s))
-                .unwrap_or_default();
+            let end = p.ended.map_or(now, ns);
+            let time = duration_text(end - ns(p.began));
             let verdict = if p.launcher {
                 Span::styled("launcher", theme.dim())
             } else {
-                match p.verdict {
+                match verdict_of {
                     Verdict::Outside => Span::styled("OUTSIDE", theme.bad()),
                     Verdict::Inside => Span::styled("inside", theme.dim()),
-                    Verdict::Unknown => Span::raw(""),
                 }
             };
             let row = Row::new(vec![
@@ -578,14 +576,14 @@ fn build_row(
                 Cell::from(time),
                 Cell::from(verdict),
             ]);
-            Some(if p.verdict == Verdict::Outside {
+            Some(if verdict_of == Verdict::Outside {
                 row.style(theme.bad())
             } else {
                 row
             })
         }
         View::Files => {
-            let r = app.files.get(key)?;
+            let r = app.session.files.entries.get(usize::try_from(key).ok()?)?;
             let mut flags = vec![];
             if r.credential {
                 flags.push("credential".to_string());
@@ -593,7 +591,7 @@ fn build_row(
             if r.persistence {
                 flags.push("persist".to_string());
             }
-            if let Some(res) = &r.failed {
+            if let Some(res) = &r.result {
                 flags.push(format!("failed {res}"));
             }
             if r.count > 1 {
@@ -604,9 +602,9 @@ fn build_row(
                 None => r.path.clone(),
             };
             let row = Row::new(vec![
-                Cell::from(pid_text(r.pid)),
-                Cell::from(r.op.clone()),
-                Cell::from(r.fs.clone()),
+                Cell::from(pid_text(Some(r.pid))),
+                Cell::from(r.op.as_str()),
+                Cell::from(r.fs.clone().unwrap_or_default()),
                 Cell::from(flags.join(" ")),
                 Cell::from(tail(&path, flex)),
             ]);
@@ -614,15 +612,19 @@ fn build_row(
                 row.style(theme.credential())
             } else if r.persistence {
                 row.style(theme.persistence())
-            } else if r.failed.is_some() {
+            } else if r.result.is_some() {
                 row.style(theme.dim())
             } else {
                 row
             })
         }
         View::Network => {
-            let r = app.net.get(key)?;
-            let mut result = if r.listening_at_end {
+            let r = app
+                .session
+                .network
+                .entries
+                .get(usize::try_from(key).ok()?)?;
+            let mut result = if r.listening_at_end == Some(true) {
                 "listening".to_string()
             } else {
                 r.result.clone()
@@ -633,19 +635,18 @@ fn build_row(
             let verdict = match r.verdict {
                 Verdict::Outside => Span::styled("OUTSIDE", theme.bad()),
                 Verdict::Inside => Span::styled("inside", theme.dim()),
-                Verdict::Unknown => Span::raw(""),
             };
             let row = Row::new(vec![
-                Cell::from(pid_text(r.pid)),
-                Cell::from(r.op.clone()),
+                Cell::from(pid_text(Some(r.pid))),
+                Cell::from(r.op.as_str()),
                 Cell::from(r.proto.clone()),
-                Cell::from(head(&r.dest, flex)),
+                Cell::from(head(&net_dest(r), flex)),
                 Cell::from(result),
                 Cell::from(verdict),
             ]);
             Some(if r.verdict == Verdict::Outside {
                 row.style(theme.bad())
-            } else if r.refused() {
+            } else if net_refused(r) {
                 row.style(theme.warn())
             } else {
                 row
@@ -654,9 +655,13 @@ fn build_row(
         View::Alerts => {
             let a = app.alerts.get(key)?;
             let style = match a.kind {
-                AlertKind::Outside | AlertKind::Network | AlertKind::Credential => theme.bad(),
-                AlertKind::Persistence | AlertKind::Lost | AlertKind::Leftover => theme.warn(),
-                AlertKind::Gap | AlertKind::Other(_) => Style::new(),
+                AlertKind::Violation(
+                    ViolationKind::Outside | ViolationKind::Network | ViolationKind::Credential,
+                ) => theme.bad(),
+                AlertKind::Violation(
+                    ViolationKind::Persistence | ViolationKind::Lost | ViolationKind::Leftover,
+                ) => theme.warn(),
+                AlertKind::Gap => Style::new(),
             };
             Some(Row::new(vec![
                 Cell::from(offset_text(a.at_ns, app.first_at())),
@@ -691,7 +696,7 @@ fn tree_prefix(app: &App, idx: usize, depth: u16) -> String {
     if depth == 0 {
         return String::new();
     }
-    let procs = &app.procs.procs;
+    let procs = &app.procs.nodes;
     let is_last = |i: usize| {
         procs[i]
             .parent

@@ -10,32 +10,31 @@ impl App {
         match view {
             View::Processes => {
                 let (i, _) = *self.procs.order.get(key as usize)?;
-                let p = &self.procs.procs[i as usize];
+                let node = &self.procs.nodes[i as usize];
+                let p = &self.session.processes.list[i as usize];
                 let mut lines = vec![];
                 lines.push(format!(
                     "pid {} · parent {} · {} child{}",
                     p.pid,
-                    p.ppid.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
-                    p.children.len(),
-                    if p.children.len() == 1 { "" } else { "ren" }
+                    p.ppid,
+                    node.children.len(),
+                    if node.children.len() == 1 { "" } else { "ren" }
                 ));
                 let status = match (p.exit_code, p.signal) {
-                    (_, Some(s)) => format!("killed by {}", signal_name(s)),
+                    (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
                     (Some(c), None) => format!("exited {c}"),
                     (None, None) if self.ended.is_some() => {
                         "still running when the capture ended".into()
                     }
                     (None, None) => "running".into(),
                 };
-                let ran = match (p.started_ns, p.ended_ns) {
-                    (Some(s), Some(e)) => format!(" · ran {}", duration_text(e - s)),
-                    _ => String::new(),
+                let ran = match p.ended {
+                    Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(p.began))),
+                    None => String::new(),
                 };
                 lines.push(format!("status: {status}{ran}"));
                 let mut flags = vec![];
-                if p.verdict != Verdict::Unknown {
-                    flags.push(p.verdict.word().to_string());
-                }
+                flags.push(self.session.processes.verdict(p).as_str().to_string());
                 if p.fork_only {
                     flags.push("fork only (argv is the parent's)".into());
                 }
@@ -48,15 +47,15 @@ impl App {
                 if !flags.is_empty() {
                     lines.push(format!("verdict: {}", flags.join(" · ")));
                 }
-                lines.push(format!("argv: {}", p.argv));
-                for raw in &p.records {
+                lines.push(format!("argv: {}", proc_argv(p)));
+                for raw in &node.records {
                     lines.push(String::new());
                     record_lines(raw, first, &mut lines);
                 }
-                if p.records_dropped > 0 {
+                if node.records_dropped > 0 {
                     lines.push(format!(
                         "({} more records in the Log view)",
-                        p.records_dropped
+                        node.records_dropped
                     ));
                 }
                 Some(Details {
@@ -66,9 +65,9 @@ impl App {
                 })
             }
             View::Files => {
-                let r = self.files.get(key)?;
-                let mut lines = self.process_line(r.pid);
-                record_lines(&r.raw, first, &mut lines);
+                let r = self.session.files.entries.get(key as usize)?;
+                let mut lines = self.process_line(Some(r.pid));
+                record_lines(self.file_raw.get(key as usize)?, first, &mut lines);
                 Some(Details {
                     title: format!("file {}", r.path),
                     lines,
@@ -76,15 +75,20 @@ impl App {
                 })
             }
             View::Network => {
-                let r = self.net.get(key)?;
-                let mut lines = self.process_line(r.pid);
-                record_lines(&r.raw, first, &mut lines);
-                for later in &r.later {
+                let r = self.session.network.entries.get(key as usize)?;
+                let rows = self.net_raw.get(key as usize)?;
+                let mut lines = self.process_line(Some(r.pid));
+                record_lines(&rows.raw, first, &mut lines);
+                for later in &rows.later {
                     lines.push(String::new());
                     record_lines(later, first, &mut lines);
                 }
                 Some(Details {
-                    title: format!("network {} {}", r.op, r.dest),
+                    title: format!(
+                        "network {} {}",
+                        r.op.as_str(),
+                        crate::tui::model::net_dest(r)
+                    ),
                     lines,
                     scroll: 0,
                 })
@@ -127,8 +131,18 @@ impl App {
 
     fn process_line(&self, pid: Option<u32>) -> Vec<String> {
         let Some(pid) = pid else { return vec![] };
-        match self.procs.by_pid(pid) {
-            Some(p) => vec![format!("process: pid {pid} {}", p.argv), String::new()],
+        let newest = self
+            .session
+            .processes
+            .list
+            .iter()
+            .rev()
+            .find(|p| p.pid == pid);
+        match newest {
+            Some(p) => vec![
+                format!("process: pid {pid} {}", proc_argv(p)),
+                String::new(),
+            ],
             None => vec![format!("process: pid {pid}"), String::new()],
         }
     }

@@ -7,6 +7,7 @@ impl App {
         self.dirty = true;
         match feed {
             Feed::Record(v) => self.ingest_record(v),
+            Feed::Other(v) => self.ingest_other(v),
             Feed::Stats { events, lost } => {
                 if let Some(prev) = self.stats_events {
                     if self.rate.len() == RATE_SAMPLES {
@@ -20,7 +21,7 @@ impl App {
                     self.lost_alerted = true;
                     self.alerts.push(Alert {
                         at_ns: Some(self.now_ns),
-                        kind: AlertKind::Lost,
+                        kind: AlertKind::Violation(crate::record::ViolationKind::Lost),
                         pid: None,
                         summary: format!(
                             "{lost} events lost in the kernel (ring buffer full): the record is incomplete"
@@ -41,9 +42,143 @@ impl App {
         }
     }
 
-    fn ingest_record(&mut self, v: Value) {
-        let raw: Arc<str> = Arc::from(v.to_string());
-        let kind = str_field(&v, "kind").unwrap_or("").to_string();
+    fn ingest_record(&mut self, logged: Logged) {
+        let raw: Arc<str> = Arc::from(logged.to_value().to_string());
+        let at = Some(ns(logged.at));
+        if let Some(at) = at {
+            let first = *self.first_at.get_or_insert(at);
+            self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
+            self.count_in_histogram((at - first).max(0));
+        }
+        self.records += 1;
+        let record = &logged.record;
+        let pid = record.pid();
+        let applied = self.session.apply(logged.at, record);
+        match (record, applied) {
+            (Record::Start(s), _) => {
+                let hook = s.probe.file_open.clone();
+                for gap in s.probe.gaps.iter().take(GAP_ALERTS_MAX) {
+                    self.alerts.push(Alert {
+                        at_ns: at,
+                        kind: AlertKind::Gap,
+                        pid: None,
+                        summary: format!("not seen with the {hook} hook: {gap}"),
+                        violation: false,
+                        raw: Some(raw.clone()),
+                    });
+                }
+                self.start = Some(StartInfo {
+                    target: target_text(&s.target),
+                    mode: s.target.mode.clone(),
+                    agent_netns: s.agent.netns,
+                    hook: Some(hook),
+                    gaps: s.probe.gaps.len(),
+                });
+            }
+            (Record::Process(_) | Record::Exec(_), Applied::Process(i)) => {
+                self.procs.touched(&self.session.processes, i, &raw);
+                let p = &self.session.processes.list[i];
+                if self.session.processes.verdict(p) == Verdict::Outside {
+                    let netns = p.netns.map(|n| format!(" (netns {n})")).unwrap_or_default();
+                    let summary = format!(
+                        "pid {} `{}` ran outside the agent's network namespace{netns}",
+                        p.pid,
+                        join_argv(&p.argv),
+                    );
+                    self.outside(at, AlertKind::OUTSIDE, pid, summary, &raw);
+                }
+            }
+            (Record::Fork(_) | Record::Exit(_), Applied::Process(i)) => {
+                self.procs.touched(&self.session.processes, i, &raw);
+            }
+            (Record::File(f), Applied::File(added)) => {
+                self.file_alert(at, f, None, &raw);
+                if added.index() == self.file_raw.len() {
+                    self.file_raw.push(raw.clone());
+                }
+            }
+            (Record::FileFailed(crate::record::FileFailed::Entry(f)), Applied::File(added)) => {
+                self.file_alert(at, f, f.result.as_deref(), &raw);
+                if added.index() == self.file_raw.len() {
+                    self.file_raw.push(raw.clone());
+                }
+            }
+            (Record::Net(_) | Record::NetResult(_), Applied::Net(i)) => {
+                let n = &self.session.network.entries[i];
+                if i == self.net_raw.len() {
+                    if n.verdict == Verdict::Outside {
+                        let summary = format!(
+                            "pid {} {} {} {} outside the agent's network namespace",
+                            n.pid,
+                            n.op.as_str(),
+                            n.proto,
+                            crate::tui::model::net_dest(n)
+                        );
+                        let kind = AlertKind::Violation(crate::record::ViolationKind::Network);
+                        self.outside(at, kind, pid, summary, &raw);
+                    }
+                    self.net_raw.push(NetRecords {
+                        raw: raw.clone(),
+                        later: Vec::new(),
+                    });
+                } else if let Some(rows) = self.net_raw.get_mut(i)
+                    && rows.later.len() < NET_LATER_CAP
+                {
+                    rows.later.push(raw.clone());
+                }
+            }
+            (Record::Violation(v), _) => {
+                if !self.final_alerts {
+                    self.supersede_live_alerts();
+                }
+                let kind = AlertKind::Violation(
+                    v.violation
+                        .unwrap_or_else(|| crate::tui::model::guess_kind(&v.summary)),
+                );
+                if kind == AlertKind::OUTSIDE && self.outside_reason.is_none() {
+                    self.outside_reason = Some(v.summary.clone());
+                }
+                self.alerts.push(Alert {
+                    at_ns: at,
+                    kind,
+                    pid,
+                    summary: v.summary.clone(),
+                    violation: true,
+                    raw: Some(raw.clone()),
+                });
+            }
+            (Record::End(e), _) => {
+                if let Some(s) = &mut self.start
+                    && s.agent_netns.is_none()
+                {
+                    s.agent_netns = e.agent.as_ref().and_then(|a| a.netns);
+                }
+                self.end_at = at;
+                self.end_verdict_outside = e.verdict == Verdict::Outside;
+                self.end_events = Some(e.events);
+                self.end_lost = e.lost;
+                if self.ended.is_none() {
+                    let by = if e.ended_by.is_empty() {
+                        "the capture ended"
+                    } else {
+                        &e.ended_by
+                    };
+                    self.ended = Some(by.to_string());
+                }
+            }
+            _ => {}
+        }
+        self.log.push(LogRow {
+            seq: logged.seq,
+            at_ns: at,
+            kind: record.kind().to_string(),
+            summary: summarize(record),
+            raw,
+        });
+    }
+
+    /// A line that is not a record this version knows: a row in the Log view, its own fields.
+    fn ingest_other(&mut self, v: Value) {
         let at = at_ns(&v);
         if let Some(at) = at {
             let first = *self.first_at.get_or_insert(at);
@@ -51,187 +186,62 @@ impl App {
             self.count_in_histogram((at - first).max(0));
         }
         self.records += 1;
-        let pid = pid_field(&v, "pid");
-        match kind.as_str() {
-            "start" => {
-                let target = v.get("target");
-                let probe = v.get("probe");
-                let gaps: Vec<String> = probe
-                    .and_then(|p| p.get("gaps"))
-                    .and_then(Value::as_array)
-                    .map(|g| {
-                        g.iter()
-                            .filter_map(|s| s.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let hook = probe
-                    .and_then(|p| str_field(p, "file_open"))
-                    .map(str::to_string);
-                for gap in gaps.iter().take(GAP_ALERTS_MAX) {
-                    self.alerts.push(Alert {
-                        at_ns: at,
-                        kind: AlertKind::Gap,
-                        pid: None,
-                        summary: format!(
-                            "not seen with the {} hook: {gap}",
-                            hook.as_deref().unwrap_or("?")
-                        ),
-                        violation: false,
-                        raw: Some(raw.clone()),
-                    });
-                }
-                self.start = Some(StartInfo {
-                    target: target.map(target_text).unwrap_or_default(),
-                    mode: target
-                        .and_then(|t| str_field(t, "mode"))
-                        .unwrap_or("")
-                        .to_string(),
-                    agent_netns: v.get("agent").and_then(|a| u64_field(a, "netns")),
-                    hook,
-                    gaps: gaps.len(),
-                });
+        let mut own = match &v {
+            Value::Object(m) => m.clone(),
+            other => {
+                let mut m = serde_json::Map::new();
+                m.insert("line".into(), other.clone());
+                m
             }
-            "process" | "exec" => {
-                self.procs.exec(&v, &raw);
-                if !bool_field(&v, "launcher") && self.first_exec_netns.is_none() {
-                    self.first_exec_netns = u64_field(&v, "netns");
-                }
-                if Verdict::of(&v) == Verdict::Outside {
-                    let netns = u64_field(&v, "netns")
-                        .map(|n| format!(" (netns {n})"))
-                        .unwrap_or_default();
-                    let summary = format!(
-                        "pid {} `{}` ran outside the agent's network namespace{netns}",
-                        pid.map(|p| p.to_string()).unwrap_or_default(),
-                        join_argv(v.get("argv")),
-                    );
-                    self.outside(at, AlertKind::Outside, pid, summary, &raw);
-                }
-            }
-            "fork" => self.procs.fork(&v, &raw),
-            "exit" => self.procs.exit(&v, &raw),
-            "file" | "file_failed" => {
-                let row = FileRow::from_record(&v, &raw);
-                if row.credential || row.persistence {
-                    let (kind, what) = if row.credential {
-                        (AlertKind::Credential, "credential ")
-                    } else {
-                        (AlertKind::Persistence, "persistence file ")
-                    };
-                    let path = match &row.new_path {
-                        Some(np) => format!("{} → {np}", row.path),
-                        None => row.path.clone(),
-                    };
-                    let pid_text = pid.map(|p| p.to_string()).unwrap_or_default();
-                    self.alerts.push(Alert {
-                        at_ns: at,
-                        kind,
-                        pid,
-                        summary: match &row.failed {
-                            Some(error) => format!(
-                                "pid {pid_text} tried to {} {what}{path} (failed: {error})",
-                                if row.op == "read" { "read" } else { "write" }
-                            ),
-                            None => format!("pid {pid_text} {} {what}{path}", verb(&row.op)),
-                        },
-                        violation: false,
-                        raw: Some(raw.clone()),
-                    });
-                }
-                if let Some(key) = file_key(&v) {
-                    if self.file_index.len() >= 2 * LIST_CAP {
-                        self.file_index.clear();
-                    }
-                    self.file_index.insert(key, self.files.end());
-                }
-                self.files.push(row);
-            }
-            "net" => {
-                let row = NetRow::from_record(&v, &raw);
-                if row.verdict == Verdict::Outside {
-                    let summary = format!(
-                        "pid {} {} {} {} outside the agent's network namespace",
-                        pid.map(|p| p.to_string()).unwrap_or_default(),
-                        row.op,
-                        row.proto,
-                        row.dest
-                    );
-                    self.outside(at, AlertKind::Network, pid, summary, &raw);
-                }
-                self.net.push(row);
-            }
-            "net_result" => {
-                // The outcome of a connect logged as in progress: update the newest match.
-                let end = self.net.end();
-                let lo = end
-                    .saturating_sub(NET_RESULT_LOOKBACK)
-                    .max(self.net.first());
-                if let Some(id) = (lo..end)
-                    .rev()
-                    .find(|&id| self.net.get(id).is_some_and(|r| r.is_result_of(&v)))
-                    && let Some(row) = self.net.get_mut(id)
-                {
-                    if let Some(res) = str_field(&v, "result") {
-                        row.result = res.to_string();
-                    }
-                    if row.later.len() < NET_LATER_CAP {
-                        row.later.push(raw.clone());
-                    }
-                }
-            }
-            "file_count" => {
-                // The final read count of a file (counted in the kernel): update its row.
-                if let Some(key) = file_key(&v)
-                    && let Some(&id) = self.file_index.get(&key)
-                    && let Some(row) = self.files.get_mut(id)
-                    && let Some(n) = u64_field(&v, "count")
-                {
-                    row.count = n;
-                }
-            }
-            "violation" => {
-                if !self.final_alerts {
-                    self.supersede_live_alerts();
-                }
-                let kind = AlertKind::of_violation(&v);
-                let summary = str_field(&v, "summary").unwrap_or("").to_string();
-                if kind == AlertKind::Outside && self.outside_reason.is_none() {
-                    self.outside_reason = Some(summary.clone());
-                }
-                self.alerts.push(Alert {
-                    at_ns: at,
-                    kind,
-                    pid,
-                    summary,
-                    violation: true,
-                    raw: Some(raw.clone()),
-                });
-            }
-            "end" => {
-                if let Some(s) = &mut self.start
-                    && s.agent_netns.is_none()
-                {
-                    s.agent_netns = v.get("agent").and_then(|a| u64_field(a, "netns"));
-                }
-                self.end_at = at;
-                self.end_verdict_outside = str_field(&v, "verdict") == Some("outside");
-                self.end_events = u64_field(&v, "events");
-                self.end_lost = u64_field(&v, "lost").unwrap_or(0);
-                if self.ended.is_none() {
-                    let by = str_field(&v, "ended_by").unwrap_or("the capture ended");
-                    self.ended = Some(by.to_string());
-                }
-            }
-            _ => {}
+        };
+        for k in ["seq", "prev", "hash", "at", "kind"] {
+            own.remove(k);
         }
-        let seq = u64_field(&v, "seq");
         self.log.push(LogRow {
-            seq,
+            seq: u64_field(&v, "seq"),
             at_ns: at,
-            kind,
-            summary: summarize(&v),
-            raw,
+            kind: str_field(&v, "kind").unwrap_or("").to_string(),
+            summary: Value::Object(own).to_string().chars().take(300).collect(),
+            raw: Arc::from(v.to_string()),
+        });
+    }
+
+    /// A credential or persistence file touched (or tried: `failed`): an alert at once.
+    fn file_alert(
+        &mut self,
+        at: Option<i64>,
+        f: &crate::state::files::FileEntry,
+        failed: Option<&str>,
+        raw: &Arc<str>,
+    ) {
+        if !(f.credential || f.persistence) {
+            return;
+        }
+        use crate::record::ViolationKind;
+        let (kind, what) = if f.credential {
+            (ViolationKind::Credential, "credential ")
+        } else {
+            (ViolationKind::Persistence, "persistence file ")
+        };
+        let path = match &f.new_path {
+            Some(np) => format!("{} → {np}", f.path),
+            None => f.path.clone(),
+        };
+        let summary = match failed {
+            Some(error) => format!(
+                "pid {} tried to {} {what}{path} (failed: {error})",
+                f.pid,
+                f.op.attempt()
+            ),
+            None => format!("pid {} {} {what}{path}", f.pid, f.op.past()),
+        };
+        self.alerts.push(Alert {
+            at_ns: at,
+            kind: AlertKind::Violation(kind),
+            pid: Some(f.pid),
+            summary,
+            violation: false,
+            raw: Some(raw.clone()),
         });
     }
 
@@ -286,27 +296,5 @@ impl App {
             violation: false,
             raw: Some(raw.clone()),
         });
-    }
-}
-
-/// A file record's identity for `file_count`: (pid, op, dev, ino); a count without `op` (older
-/// logs) is of reads.
-fn file_key(v: &Value) -> Option<(u32, String, String, u64)> {
-    let dev = match v.get("dev")? {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let op = str_field(v, "op").unwrap_or("read").to_string();
-    Some((pid_field(v, "pid")?, op, dev, u64_field(v, "ino")?))
-}
-
-fn verb(op: &str) -> &str {
-    match op {
-        "read" => "read",
-        "write" => "wrote",
-        "create" => "created",
-        "delete" => "deleted",
-        "rename" => "renamed",
-        other => other,
     }
 }

@@ -1,0 +1,347 @@
+//! What a decoded kernel event becomes: its record, judged (credential and persistence
+//! paths, DNS questions read, exit status split) before any sink sees it. The argv is
+//! redacted by the capture before it gets here.
+//!
+//! Only what needs the kernel's own identity lives here too: which non-blocking connect a
+//! socket's later outcome belongs to ([`Sockets`]).
+use std::collections::HashMap;
+
+use super::{Exec, Exit, FileFailed, Fork, Missing, NetResult, Record};
+use crate::judge::classify::{self, Classifier};
+use crate::kernel::decode::{
+    self, FailedOpen, FileOpen, Header, Net, NetOp as KernelNetOp, PathOp,
+};
+use crate::record::{NetOp, Op, Verdict};
+use crate::state::files::{FileEntry, dev_string, errno_name, open_flags};
+use crate::state::network::{NetEntry, proto_name, result_name};
+use sandbox_watch_common::abi::{
+    FMODE_CREATED, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY,
+};
+
+/// An exec. `launcher`, `verdict` and `started_at` are the session's to say (see
+/// `Session::apply`): they are filled in from it before the record is logged.
+pub fn exec(e: &decode::Exec) -> Exec {
+    Exec {
+        pid: e.header.tgid,
+        ppid: e.ppid,
+        exe: Some(decode::normalize_exe(&e.filename, &e.cwd)),
+        argv: e.argv.clone(),
+        argv_truncated: e.argv_truncated,
+        cwd: Some(e.cwd.clone()),
+        uid: Some(e.uid),
+        netns: Some(e.netns as u64),
+        verdict: Verdict::Inside,
+        started_at: String::new(),
+        fork_only: false,
+        preexisting: false,
+        launcher: false,
+        comm: Some(e.comm.clone()),
+        euid: Some(e.euid),
+        gid: Some(e.gid),
+        mntns: Some(e.mntns as u64),
+        pidns: Some(e.pidns as u64),
+        userns: Some(e.userns as u64),
+        cgroup_id: Some(e.cgroup_id),
+    }
+}
+
+pub fn fork(header: &Header, child_tgid: u32) -> Fork {
+    Fork {
+        pid: child_tgid,
+        ppid: header.tgid,
+    }
+}
+
+/// `exit_code` is `task->exit_code`: `status << 8` for exit(status), the signal for a kill.
+pub fn exit(header: &Header, exit_code: u32) -> Exit {
+    let code = exit_code as i32;
+    let (exit_code, signal) = if code & 0x7f != 0 {
+        (None, Some(code & 0x7f))
+    } else {
+        (Some((code >> 8) & 0xff), None)
+    };
+    Exit {
+        pid: header.tgid,
+        exit_code,
+        signal,
+    }
+}
+
+/// What an open did, from the file's mode and the flags it was opened with.
+pub fn op_of_open(open: &FileOpen) -> Op {
+    if open.f_mode & FMODE_CREATED != 0 {
+        Op::Create
+    } else if open.f_mode & FMODE_WRITE != 0
+        || open.open_flags & (O_WRONLY | O_RDWR | O_TRUNC | O_CREAT) != 0
+    {
+        Op::Write
+    } else {
+        Op::Read
+    }
+}
+
+/// An entry for a path as the caller named it (delete, rename, link, failed open): no file
+/// was opened, so no filesystem identity and nothing verified.
+fn named(pid: u32, op: Op, path: String) -> FileEntry {
+    FileEntry {
+        pid,
+        op,
+        path,
+        new_path: None,
+        fs: None,
+        magic: None,
+        dev: None,
+        ino: None,
+        path_truncated: false,
+        flags: None,
+        credential: false,
+        verified: false,
+        unverified_reason: None,
+        persistence: false,
+        count: 1,
+        folded: None,
+        sha256: None,
+        sha256_skipped: None,
+        result: None,
+        link_to: None,
+        link: None,
+    }
+}
+
+/// An open, with the path walked from the kernel's `struct file`.
+pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
+    let op = op_of_open(open);
+    let c = classifier.classify(&open.path, open.magic, open.path_truncated, op.changes());
+    FileEntry {
+        fs: Some(classify::fs_name(open.magic).to_string()),
+        magic: Some(classify::magic_hex(open.magic)),
+        dev: Some(dev_string(open.dev)),
+        ino: Some(open.ino),
+        path_truncated: open.path_truncated,
+        flags: Some(open_flags(open.open_flags)),
+        credential: c.credential,
+        verified: c.verified,
+        unverified_reason: c.reason,
+        persistence: c.persistence,
+        ..named(open.header.tgid, op, open.path.clone())
+    }
+}
+
+/// An open that failed (refused, or failed otherwise: the kernel does not send opens of
+/// files that are not there).
+pub fn failed_open(classifier: &Classifier, f: &FailedOpen) -> Record {
+    let writes = f.open_flags & (O_ACCMODE | O_CREAT | O_TRUNC) != 0;
+    let op = if writes { Op::Write } else { Op::Read };
+    let c = classifier.classify(&f.path, 0, f.path_truncated, writes);
+    Record::FileFailed(FileFailed::Entry(FileEntry {
+        path_truncated: f.path_truncated,
+        flags: Some(open_flags(f.open_flags)),
+        credential: c.credential,
+        unverified_reason: c
+            .credential
+            .then(|| "the open failed: the path is the caller's".to_string()),
+        persistence: c.persistence,
+        result: Some(errno_name(f.result)),
+        ..named(f.header.tgid, op, f.path.clone())
+    }))
+}
+
+/// An entry, or a failed one (`file_failed`) when it has a result.
+fn file_or_failed(entry: FileEntry) -> Record {
+    if entry.result.is_some() {
+        Record::FileFailed(FileFailed::Entry(entry))
+    } else {
+        Record::File(entry)
+    }
+}
+
+/// Nothing was there to delete, rename or link (`rm -f`, lock files): only the log keeps it.
+fn missing(op: Op, p: &PathOp) -> Option<Record> {
+    matches!(-p.result, libc::ENOENT | libc::ENOTDIR).then(|| {
+        Record::FileFailed(FileFailed::Missing(Missing {
+            pid: p.header.tgid,
+            op,
+            path: p.path.clone(),
+            new_path: p.new_path.clone(),
+            result: errno_name(p.result),
+        }))
+    })
+}
+
+/// A delete or rename, done or failed.
+pub fn path_op(classifier: &Classifier, op: Op, p: &PathOp) -> Record {
+    if let Some(m) = missing(op, p) {
+        return m;
+    }
+    let c = classifier.classify(&p.path, 0, p.path_truncated, true);
+    let c_new = p
+        .new_path
+        .as_deref()
+        .map(|n| classifier.classify(n, 0, p.new_path_truncated, true));
+    file_or_failed(FileEntry {
+        new_path: p.new_path.clone(),
+        path_truncated: p.path_truncated || p.new_path_truncated,
+        credential: c.credential || c_new.as_ref().is_some_and(|c| c.credential),
+        persistence: c.persistence || c_new.as_ref().is_some_and(|c| c.persistence),
+        result: (p.result != 0).then(|| errno_name(p.result)),
+        ..named(p.header.tgid, op, p.path.clone())
+    })
+}
+
+/// A link made (or refused): a `create` at the link's path, with what it points to. Judged
+/// by where it is (a symbolic link named ~/.bashrc runs at every shell) and by what it points
+/// to (a link to a key exposes the key).
+pub fn link(classifier: &Classifier, p: &PathOp, symbolic: bool) -> Record {
+    if let Some(m) = missing(Op::Create, p) {
+        return m;
+    }
+    let at = p.new_path.clone().unwrap_or_default();
+    let c = classifier.classify(&at, 0, p.new_path_truncated, true);
+    let c_to = classifier.classify(&p.path, 0, p.path_truncated, false);
+    file_or_failed(FileEntry {
+        path_truncated: p.path_truncated || p.new_path_truncated,
+        credential: c.credential || c_to.credential,
+        persistence: c.persistence,
+        result: (p.result != 0).then(|| errno_name(p.result)),
+        link_to: Some(p.path.clone()),
+        link: Some(if symbolic { "symbolic" } else { "hard" }.to_string()),
+        ..named(p.header.tgid, Op::Create, at)
+    })
+}
+
+/// Pairs a non-blocking connect with its outcome, which comes later from the socket's TCP
+/// state change (or, on loopback, before the connect's own record). The kernel's socket
+/// address never reaches the log: the records name a socket by a number of this capture.
+#[derive(Default)]
+pub struct Sockets {
+    /// Connects in progress: kernel socket → its number in the records.
+    pending: HashMap<u64, u64>,
+    /// Outcomes that came before their connect's record, by kernel socket.
+    early: HashMap<u64, i32>,
+    next: u64,
+}
+
+/// `at`: the event's time, as the log writes it.
+pub fn net(sockets: &mut Sockets, n: &Net, at: &str, agent_netns: Option<u64>) -> Option<Record> {
+    let netns = (n.netns != 0).then_some(n.netns as u64);
+    if n.op == KernelNetOp::ConnectResult {
+        let Some(socket) = sockets.pending.remove(&n.sock) else {
+            sockets.early.insert(n.sock, n.result);
+            return None;
+        };
+        return Some(Record::NetResult(NetResult {
+            pid: n.header.tgid,
+            addr: n.addr.map(|a| a.to_string()),
+            port: (n.family == 2 || n.family == 10).then_some(n.port),
+            result: result_name(n.result),
+            socket: Some(socket),
+        }));
+    }
+    let (op, mut result) = match n.op {
+        KernelNetOp::Connect => {
+            let early = sockets.early.remove(&n.sock);
+            match (n.result, early) {
+                (-115, Some(outcome)) => (NetOp::Connect, result_name(outcome)),
+                (r, _) => (NetOp::Connect, result_name(r)),
+            }
+        }
+        KernelNetOp::Listen | KernelNetOp::Bind => (NetOp::Listen, "ok".to_string()),
+        KernelNetOp::Dns => (NetOp::Dns, "sent".to_string()),
+        KernelNetOp::ConnectResult => unreachable!("handled above"),
+    };
+    let mut socket = None;
+    if op == NetOp::Connect && result == super::IN_PROGRESS {
+        sockets.next += 1;
+        sockets.pending.insert(n.sock, sockets.next);
+        socket = Some(sockets.next);
+    }
+    let (mut name, mut qtype, mut malformed) = (None, None, None);
+    if op == NetOp::Dns {
+        match crate::judge::dns::parse_query(&n.payload) {
+            crate::judge::dns::Query::Name {
+                name: q, qtype: t, ..
+            } => {
+                name = Some(q);
+                qtype = Some(t);
+            }
+            crate::judge::dns::Query::Malformed { reason, partial } => {
+                name = Some(partial);
+                malformed = Some(reason);
+                result = "malformed".into();
+            }
+        }
+    }
+    Some(Record::Net(NetEntry {
+        pid: n.header.tgid,
+        op,
+        proto: proto_name(n.family, n.protocol, n.sock_type),
+        addr: n.addr.map(|a| a.to_string()),
+        port: (n.family == 2 || n.family == 10).then_some(n.port),
+        path: n.unix_path.clone(),
+        name,
+        qtype,
+        malformed,
+        result,
+        netns,
+        verdict: Verdict::of(netns, agent_netns),
+        count: 1,
+        first_at: at.to_string(),
+        last_at: at.to_string(),
+        listening_at_end: (op == NetOp::Listen).then_some(false),
+        socket,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(op: KernelNetOp, result: i32, sock: u64) -> Net {
+        Net {
+            header: Header {
+                tgid: 5,
+                pid: 5,
+                ktime_ns: 1,
+                start_ns: 1,
+            },
+            op,
+            family: 2,
+            sock_type: 1,
+            protocol: 6,
+            addr: Some("127.0.0.1".parse().unwrap()),
+            port: 80,
+            netns: 7,
+            result,
+            sock,
+            unix_path: None,
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn outcomes_pair_with_their_socket_in_either_order() {
+        let mut s = Sockets::default();
+        // In progress, then its outcome: the records share the socket's number.
+        let Some(Record::Net(c)) = net(&mut s, &ev(KernelNetOp::Connect, -115, 0xa), "t", None)
+        else {
+            panic!()
+        };
+        assert_eq!((c.result.as_str(), c.socket), ("in_progress", Some(1)));
+        let Some(Record::NetResult(r)) = net(
+            &mut s,
+            &ev(KernelNetOp::ConnectResult, -111, 0xa),
+            "t",
+            None,
+        ) else {
+            panic!()
+        };
+        assert_eq!((r.result.as_str(), r.socket), ("refused", Some(1)));
+        // The outcome first (loopback): no record for it, the connect carries it.
+        assert!(net(&mut s, &ev(KernelNetOp::ConnectResult, 0, 0xb), "t", None).is_none());
+        let Some(Record::Net(c)) = net(&mut s, &ev(KernelNetOp::Connect, -115, 0xb), "t", None)
+        else {
+            panic!()
+        };
+        assert_eq!((c.result.as_str(), c.socket), ("ok", None));
+    }
+}

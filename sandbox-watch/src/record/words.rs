@@ -1,0 +1,208 @@
+//! The typed words of the record: what a file or network operation was, a verdict, a kind of
+//! violation. Each enum says its own words (the log's and report's name, the past tense, the
+//! verb of an attempt, the OCSF activity) here, so the report, the summary, the TUI and the
+//! OCSF export never match on strings, and a new variant is a compile error at every place
+//! that must say something about it.
+use serde::{Deserialize, Serialize};
+
+/// What a file entry did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Read,
+    Write,
+    Create,
+    Delete,
+    Rename,
+}
+
+impl Op {
+    /// The log's and report's name: `read`, `write`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Create => "create",
+            Op::Delete => "delete",
+            Op::Rename => "rename",
+        }
+    }
+
+    /// "pid 7 wrote /etc/x".
+    pub fn past(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "wrote",
+            Op::Create => "created",
+            Op::Delete => "deleted",
+            Op::Rename => "renamed",
+        }
+    }
+
+    /// "pid 7 tried to write /etc/x" (an operation that failed).
+    pub fn attempt(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write | Op::Create => "write",
+            Op::Delete => "delete",
+            Op::Rename => "rename",
+        }
+    }
+
+    /// OCSF File System Activity: (activity_id, activity_name).
+    pub fn ocsf_activity(self) -> (u64, &'static str) {
+        match self {
+            Op::Create => (1, "Create"),
+            Op::Read => (2, "Read"),
+            Op::Write => (3, "Update"),
+            Op::Delete => (4, "Delete"),
+            Op::Rename => (5, "Rename"),
+        }
+    }
+
+    /// Whether the operation changes the file system.
+    pub fn changes(self) -> bool {
+        self != Op::Read
+    }
+}
+
+/// What a network entry did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetOp {
+    Connect,
+    /// A stream socket listening, or a datagram socket bound (a UDP server).
+    Listen,
+    /// A DNS question sent.
+    Dns,
+}
+
+impl NetOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetOp::Connect => "connect",
+            NetOp::Listen => "listen",
+            NetOp::Dns => "dns",
+        }
+    }
+
+    /// OCSF: (class, activity_id, activity_name, status_id) for an entry with this `result`.
+    /// Class 4001 is Network Activity, 4003 DNS Activity; status 1 Success, 2 Failure,
+    /// 0 Unknown, None for none.
+    pub fn ocsf(self, result: &str) -> (u64, u64, &'static str, Option<u64>) {
+        match self {
+            NetOp::Dns => (4003, 1, "Query", None),
+            NetOp::Listen => (4001, 7, "Listen", Some(if result == "ok" { 1 } else { 2 })),
+            NetOp::Connect => match result {
+                "ok" => (4001, 1, "Open", Some(1)),
+                "refused" => (4001, 5, "Refuse", Some(2)),
+                "ECONNRESET" => (4001, 3, "Reset", Some(2)),
+                IN_PROGRESS | "" => (4001, 99, "Connect", Some(0)),
+                _ => (4001, 4, "Fail", Some(2)),
+            },
+        }
+    }
+}
+
+/// The `result` of a connect whose outcome has not been seen (yet).
+pub const IN_PROGRESS: &str = "in_progress";
+
+/// Inside or outside the agent's network namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    #[default]
+    Inside,
+    Outside,
+}
+
+impl Verdict {
+    /// `outside` when both namespaces are known and differ.
+    pub fn of(netns: Option<u64>, agent_netns: Option<u64>) -> Verdict {
+        match (netns, agent_netns) {
+            (Some(a), Some(b)) if a != b => Verdict::Outside,
+            _ => Verdict::Inside,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Inside => "inside",
+            Verdict::Outside => "outside",
+        }
+    }
+
+    /// As the summary's first line and the TUI's badge say it.
+    pub fn shout(self) -> &'static str {
+        match self {
+            Verdict::Inside => "INSIDE",
+            Verdict::Outside => "OUTSIDE",
+        }
+    }
+}
+
+/// What a violation is about (`--fail-on` takes these names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViolationKind {
+    /// A process or connection in another network namespace than the agent's.
+    Outside,
+    /// A credential read, changed, linked, or tried.
+    Credential,
+    /// A persistence file (shell rc, systemd unit, git hook, …) written.
+    Persistence,
+    /// A destination `--allow-net` does not allow.
+    Network,
+    /// Records lost in the kernel.
+    Lost,
+    /// A process still running after the agent ended.
+    Leftover,
+}
+
+impl ViolationKind {
+    pub const ALL: &[ViolationKind] = &[
+        ViolationKind::Outside,
+        ViolationKind::Credential,
+        ViolationKind::Persistence,
+        ViolationKind::Network,
+        ViolationKind::Lost,
+        ViolationKind::Leftover,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViolationKind::Outside => "outside",
+            ViolationKind::Credential => "credential",
+            ViolationKind::Persistence => "persistence",
+            ViolationKind::Network => "network",
+            ViolationKind::Lost => "lost",
+            ViolationKind::Leftover => "leftover",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ViolationKind> {
+        Self::ALL.iter().copied().find(|k| k.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_serde_names() {
+        for k in ViolationKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+            assert_eq!(ViolationKind::parse(k.as_str()), Some(*k));
+        }
+        for op in [Op::Read, Op::Write, Op::Create, Op::Delete, Op::Rename] {
+            assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
+        }
+        for op in [NetOp::Connect, NetOp::Listen, NetOp::Dns] {
+            assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
+        }
+        for v in [Verdict::Inside, Verdict::Outside] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+        }
+    }
+}

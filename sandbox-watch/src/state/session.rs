@@ -1,0 +1,202 @@
+//! The one reducer: records in, the state of the capture out. Live capture, `replay` and the
+//! TUI all feed it the same records ([`Session::apply`]), so what they show cannot disagree:
+//! the report a replay rebuilds from a log is the report the capture wrote.
+//!
+//! A new record kind is a new arm in [`Session::apply`] (the compiler asks for it).
+use std::time::SystemTime;
+
+use crate::judge::netpolicy::{self, Policy};
+use crate::output::report::{self, Agent, Exit, Parts, ProbeInfo, Report, Target};
+use crate::record::{End, FileFailed, Record, Start, Violation};
+use crate::state::files::{Added, Files};
+use crate::state::network::Network;
+use crate::state::processes::{AgentRule, Processes};
+
+/// What a record changed, for the sinks that show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Nothing, and it says nothing the log needs: a repeated read (the end's `file_count`
+    /// has the total), the exit of a process never seen. The capture does not log it.
+    Skip,
+    /// The process entry it made or changed.
+    Process(usize),
+    /// The file entry it made or counted in.
+    File(Added),
+    /// The network entry it made or changed.
+    Net(usize),
+    /// Something else (start, end, a failure of nothing, a violation, …).
+    Other,
+}
+
+#[derive(Default)]
+pub struct Session {
+    pub start: Option<Start>,
+    started_at: Option<SystemTime>,
+    pub processes: Processes,
+    pub files: Files,
+    pub network: Network,
+    /// The capture's final violations, as logged (the report computes its own, the same).
+    pub violations: Vec<Violation>,
+    pub end: Option<End>,
+    ended_at: Option<SystemTime>,
+    last_at: Option<SystemTime>,
+    policy: Policy,
+}
+
+impl Session {
+    pub fn new() -> Session {
+        Session::default()
+    }
+
+    /// Applies one record, at the time its log line gives.
+    pub fn apply(&mut self, at: SystemTime, record: &Record) -> Applied {
+        self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
+        let text = || crate::time::rfc3339_nanos(at);
+        match record {
+            Record::Start(s) => {
+                let rule = s
+                    .agent
+                    .netns
+                    .map_or(AgentRule::FirstNonLauncher, AgentRule::Fixed);
+                self.processes = Processes::new(rule, s.agent.pid);
+                let rules = s.allow_net.iter().chain(&s.allow_net_resolved);
+                self.policy = Policy::new(
+                    rules
+                        .filter_map(|r| netpolicy::parse_rule(r).ok())
+                        .collect(),
+                );
+                self.start = Some(s.clone());
+                self.started_at = Some(at);
+                Applied::Other
+            }
+            Record::Process(p) => Applied::Process(self.processes.seed(at, p)),
+            Record::Exec(e) => Applied::Process(self.processes.exec(at, e)),
+            Record::Fork(f) => Applied::Process(self.processes.fork(at, f)),
+            Record::Exit(x) => self
+                .processes
+                .exit(at, x)
+                .map_or(Applied::Skip, Applied::Process),
+            Record::File(f) => {
+                let process = self
+                    .processes
+                    .live_index(f.pid)
+                    .map_or(0, |i| self.processes.list[i].process);
+                match self.files.file(process, f) {
+                    Added::Repeat(_) => Applied::Skip,
+                    added => Applied::File(added),
+                }
+            }
+            Record::FileFailed(FileFailed::Entry(f)) => {
+                Applied::File(Added::New(self.files.failed(f)))
+            }
+            Record::FileFailed(FileFailed::Missing(_)) => Applied::Other,
+            Record::Net(n) => {
+                Applied::Net(self.network.net(&text(), n, self.processes.agent_netns))
+            }
+            Record::NetResult(r) => self
+                .network
+                .result(&text(), r)
+                .map_or(Applied::Other, Applied::Net),
+            Record::FileCount(c) => self
+                .files
+                .count(c)
+                .map_or(Applied::Other, |i| Applied::File(Added::New(i))),
+            Record::FileHash(h) => {
+                self.files.hash(h);
+                Applied::Other
+            }
+            Record::Listening(l) => {
+                self.network.listening(l);
+                Applied::Other
+            }
+            Record::Violation(v) => {
+                self.violations.push(v.clone());
+                Applied::Other
+            }
+            Record::End(e) => {
+                self.end = Some(e.clone());
+                self.ended_at = Some(at);
+                Applied::Other
+            }
+        }
+    }
+
+    /// The agent: as the processes found it, or as the end record says (logs whose start
+    /// did not name the attached process).
+    pub fn agent(&self) -> Agent {
+        match self.end.as_ref().and_then(|e| e.agent.clone()) {
+            Some(a) => a,
+            None => Agent {
+                pid: self.processes.agent_pid,
+                netns: self.processes.agent_netns,
+            },
+        }
+    }
+
+    /// The report, from the records applied so far. Before the end record: the counts the
+    /// end brings (events, lost records, the agent's exit) are those of `end` if given, else 0.
+    pub fn report(&self) -> Report {
+        self.report_with(self.end.as_ref(), self.ended_at.or(self.last_at))
+    }
+
+    /// The report as it will be once an end record with these counts is applied at `ended_at`:
+    /// the capture computes the violations (and the end record's own counts) with it.
+    pub fn report_with(&self, end: Option<&End>, ended_at: Option<SystemTime>) -> Report {
+        let ended_at = ended_at.or(self.last_at).unwrap_or(SystemTime::UNIX_EPOCH);
+        let start = self.start.as_ref();
+        let agent = match end.and_then(|e| e.agent.clone()) {
+            Some(a) => a,
+            None => Agent {
+                pid: self.processes.agent_pid,
+                netns: self.processes.agent_netns,
+            },
+        };
+        let processes = self
+            .processes
+            .list
+            .iter()
+            .map(|p| {
+                let mut e = self.processes.entry(p, ended_at);
+                // Judged against the agent as known at the end.
+                e.verdict = if p.launcher {
+                    crate::record::Verdict::Inside
+                } else {
+                    crate::record::Verdict::of(p.netns, agent.netns)
+                };
+                e
+            })
+            .collect();
+        report::assemble(
+            Parts {
+                target: start.map_or_else(
+                    || Target {
+                        mode: "run".into(),
+                        command: Vec::new(),
+                        pid: None,
+                        container: None,
+                    },
+                    |s| s.target.clone(),
+                ),
+                started_at: self
+                    .started_at
+                    .map(crate::time::rfc3339_nanos)
+                    .unwrap_or_default(),
+                ended_at: crate::time::rfc3339_nanos(ended_at),
+                exit: end.map_or_else(Exit::default, |e| e.exit.clone()),
+                probe: start.map_or_else(
+                    || ProbeInfo::new("unknown".into(), Vec::new()),
+                    |s| s.probe.clone(),
+                ),
+                events: end.map_or(0, |e| e.events),
+                lost_by_kind: end.map(|e| e.lost_by_kind.clone()).unwrap_or_default(),
+                undecodable: end.map_or(0, |e| e.undecodable),
+                processes,
+                files: self.files.report_entries(),
+                network: self.network.report_entries(agent.netns),
+                redactions: end.map_or(0, |e| e.redactions),
+                agent,
+            },
+            &self.policy,
+        )
+    }
+}

@@ -1,0 +1,106 @@
+//! Logs written before the typed record (by the release binary of commit 72a44f5, the last
+//! before it; `tests/fixtures/make.sh` made them from real sessions on the kernel) still
+//! verify, and replaying them gives the report their own capture wrote.
+//!
+//! The sessions: a `run` of an agent script (programs, exit codes and a signal, a fork that
+//! never ran a program, a credential read, a refused read of one, persistence writes, a rename
+//! into ~/.ssh, symbolic and hard links, failed opens and deletes, repeated reads counted in the
+//! kernel, a listener, connects that worked, were refused and did not block, DNS questions, a
+//! process in another network namespace, one left running, `--allow-net` CIDR rules); an
+//! `attach` to a tree that was there before; and an `attach` whose monitor was killed (no end
+//! record).
+use std::path::{Path, PathBuf};
+
+use sandbox_watch::output::verify::{self, Verdict};
+use sandbox_watch::replay;
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn json(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
+/// A report without what differs by construction: where the log is and what its check said
+/// (a capture wrote its log, a replay checked it), and how long the processes still running
+/// at the end ran (that binary's capture measured them to its clock when it finished, its
+/// replay and this version to the end record's time).
+fn comparable(mut r: Value) -> Value {
+    if let Some(log) = r["log"].as_object_mut() {
+        for k in ["path", "chain", "chain_message"] {
+            log.remove(k);
+        }
+    }
+    for p in r["processes"].as_array_mut().unwrap() {
+        if p["running_at_end"] == true {
+            p.as_object_mut().unwrap().remove("duration_ms");
+        }
+    }
+    r
+}
+
+fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.keys()
+                .chain(y.keys())
+                .find_map(|k| match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => first_difference(u, v, &format!("{at}/{k}")),
+                    (u, v) => Some(format!("{at}/{k}: {u:?} vs {v:?}")),
+                })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() != y.len() => {
+            Some(format!("{at}: {} vs {} items", x.len(), y.len()))
+        }
+        (Value::Array(x), Value::Array(y)) => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{at}/{i}"))),
+        (u, v) if u != v => Some(format!("{at}: {u} vs {v}")),
+        _ => None,
+    }
+}
+
+#[test]
+fn old_logs_still_verify() {
+    for name in ["run.jsonl", "attach.jsonl"] {
+        let v = verify::verify(&fixture(name)).unwrap();
+        assert!(matches!(v, Verdict::Intact { .. }), "{name}: {v:?}");
+    }
+    let v = verify::verify(&fixture("unended.jsonl")).unwrap();
+    assert!(
+        matches!(v, Verdict::Unended { torn: false, .. }),
+        "unended.jsonl: {v:?}"
+    );
+}
+
+#[test]
+fn old_logs_replay_to_the_report_their_capture_wrote() {
+    for name in ["run", "attach"] {
+        let replayed = replay::load(&fixture(&format!("{name}.jsonl"))).unwrap();
+        let got = comparable(serde_json::to_value(&replayed.report).unwrap());
+        let want = comparable(json(&format!("{name}.live.json")));
+        if let Some(d) = first_difference(&got, &want, "") {
+            panic!("{name}: the replay differs from the live report at {d}");
+        }
+        // Not a trivial pass: the sessions have what the comparison is about.
+        let r = &replayed.report;
+        assert!(r.processes.len() > 20 && !r.violations.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn an_old_unended_log_replays_as_it_did() {
+    let replayed = replay::load(&fixture("unended.jsonl")).unwrap();
+    assert!(matches!(replayed.chain, Verdict::Unended { .. }));
+    let got = comparable(serde_json::to_value(&replayed.report).unwrap());
+    let want = comparable(json("unended.replay.json"));
+    if let Some(d) = first_difference(&got, &want, "") {
+        panic!("unended: the replay differs from the old replay at {d}");
+    }
+}
