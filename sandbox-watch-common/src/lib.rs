@@ -46,11 +46,28 @@ pub enum EventKind {
     OpenFailed = 8,
     /// A symbolic or hard link made: the target, then the new name.
     Link = 9,
+    // 20–29: network truth from the kernel's own objects (issue 14).
+    /// A TCP connection begun by a traced task (at CLOSE→SYN_SENT, in the asking task),
+    /// accepted on a traced listener (SYN_RECV→ESTABLISHED), a listener (→LISTEN), or a vsock
+    /// connection request: a [`ConnEvent`] with the socket's own addresses and namespace.
+    NetConn = 20,
+    /// A followed connection became established (its local port known) or closed (its error
+    /// and byte counts): a [`ConnEvent`].
+    NetConnEnd = 21,
+    /// The first packet of a flow (datagrams, raw and packet frames, vsock data), or a DNS
+    /// datagram: a [`FlowEvent`]; the flow's counts stay in the kernel's `FLOWS` map.
+    NetFlow = 22,
+    /// A connect(2) whose caller-visible arguments (the descriptor's socket, the sockaddr)
+    /// differ from what the kernel used: a racing caller. A [`ConnectTamperEvent`].
+    NetTamper = 23,
+    /// The first io_uring network request of a kind by a traced task: a [`UringEvent`]; the
+    /// counts stay in the kernel's `URING_OPS` map.
+    UringNet = 24,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 14] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -60,6 +77,11 @@ impl EventKind {
         Self::Net,
         Self::OpenFailed,
         Self::Link,
+        Self::NetConn,
+        Self::NetConnEnd,
+        Self::NetFlow,
+        Self::NetTamper,
+        Self::UringNet,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -73,6 +95,11 @@ impl EventKind {
             7 => Self::Net,
             8 => Self::OpenFailed,
             9 => Self::Link,
+            20 => Self::NetConn,
+            21 => Self::NetConnEnd,
+            22 => Self::NetFlow,
+            23 => Self::NetTamper,
+            24 => Self::UringNet,
             _ => return None,
         })
     }
@@ -88,6 +115,11 @@ impl EventKind {
             Self::Net => "net",
             Self::OpenFailed => "open_failed",
             Self::Link => "link",
+            Self::NetConn => "net_conn",
+            Self::NetConnEnd => "net_conn_end",
+            Self::NetFlow => "net_flow",
+            Self::NetTamper => "net_tamper",
+            Self::UringNet => "uring_net",
         }
     }
 
@@ -104,6 +136,10 @@ impl EventKind {
             Self::Net => core::mem::size_of::<NetEvent>(),
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
             Self::Link => core::mem::size_of::<FileEvent>(),
+            Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
+            Self::NetFlow => core::mem::size_of::<FlowEvent>(),
+            Self::NetTamper => core::mem::size_of::<ConnectTamperEvent>(),
+            Self::UringNet => core::mem::size_of::<UringEvent>(),
         }
     }
 }
@@ -153,7 +189,12 @@ const _: () = {
             | EventKind::Rename
             | EventKind::Net
             | EventKind::OpenFailed
-            | EventKind::Link => 9,
+            | EventKind::Link
+            | EventKind::NetConn
+            | EventKind::NetConnEnd
+            | EventKind::NetFlow
+            | EventKind::NetTamper
+            | EventKind::UringNet => 14,
         }
     }
     assert!(
@@ -185,13 +226,34 @@ pub mod abi {
     pub const AF_UNIX: u16 = 1;
     pub const AF_INET: u16 = 2;
     pub const AF_INET6: u16 = 10;
+    pub const AF_PACKET: u16 = 17;
+    pub const AF_VSOCK: u16 = 40;
     pub const SOCK_STREAM: u32 = 1;
     pub const SOCK_DGRAM: u32 = 2;
+    pub const SOCK_RAW: u32 = 3;
+    pub const SOCK_SEQPACKET: u32 = 5;
+    pub const IPPROTO_ICMP: u32 = 1;
     pub const IPPROTO_TCP: u32 = 6;
     pub const IPPROTO_UDP: u32 = 17;
+    pub const IPPROTO_ICMPV6: u32 = 58;
+    pub const IPPROTO_SCTP: u32 = 132;
+    pub const IPPROTO_UDPLITE: u32 = 136;
     /// Errors the probes and the decoder name (as positive numbers).
+    pub const ECONNRESET: i32 = 104;
+    pub const ETIMEDOUT: i32 = 110;
     pub const ECONNREFUSED: i32 = 111;
     pub const EINPROGRESS: i32 = 115;
+    /// TCP states (include/net/tcp_states.h), as `inet_sock_set_state` gives them.
+    pub const TCP_ESTABLISHED: u32 = 1;
+    pub const TCP_SYN_SENT: u32 = 2;
+    pub const TCP_SYN_RECV: u32 = 3;
+    pub const TCP_TIME_WAIT: u32 = 6;
+    pub const TCP_CLOSE: u32 = 7;
+    pub const TCP_LISTEN: u32 = 10;
+    pub const TCP_NEW_SYN_RECV: u32 = 12;
+    /// Ethernet types (include/uapi/linux/if_ether.h).
+    pub const ETH_P_IP: u32 = 0x0800;
+    pub const ETH_P_IPV6: u32 = 0x86dd;
 }
 
 /// Starts every record.
@@ -340,6 +402,211 @@ pub struct NetEvent {
     pub sock: u64,
 }
 
+/// [`ConnEvent::op`].
+pub mod conn {
+    /// NetConn: a traced task began a connection (TCP at SYN_SENT; vsock at its request).
+    pub const OUT: u32 = 1;
+    /// NetConn: a connection arrived on a traced task's listener and was established.
+    pub const IN: u32 = 2;
+    /// NetConn: a traced task's socket began listening.
+    pub const LISTEN: u32 = 3;
+    /// NetConnEnd: a followed connection is established (its local address is known now).
+    pub const UP: u32 = 4;
+    /// NetConnEnd: a followed connection closed (`err`, byte counts).
+    pub const DOWN: u32 = 5;
+
+    /// [`super::ConnEvent::flags`]: made by an io_uring worker or SQPOLL thread (PF_IO_WORKER),
+    /// which has no syscall of its own.
+    pub const IO_WORKER: u32 = 1 << 0;
+    /// The listener's owner was found but `CONNS` was full: this connection's end is not seen.
+    pub const UNFOLLOWED: u32 = 1 << 1;
+}
+
+/// A connection of a traced process, from the socket the kernel uses (kinds NetConn and
+/// NetConnEnd). Addresses are as the `struct sock` holds them: 4 bytes for v4 (the first
+/// four), 16 for v6; for vsock the first four bytes are the CID (native order). Ports are in
+/// host order. `header.tgid`/`start_ns` name the owner, whatever task the hook ran in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnEvent {
+    pub header: EventHeader,
+    /// A [`conn`] op.
+    pub op: u32,
+    pub family: u32,
+    pub sock_type: u32,
+    pub protocol: u32,
+    /// The local end.
+    pub saddr: [u8; 16],
+    /// The remote end (out: the destination; in: the peer that connected).
+    pub daddr: [u8; 16],
+    pub sport: u32,
+    pub dport: u32,
+    /// The network namespace of the socket itself.
+    pub sk_netns: u32,
+    /// The namespace of the task the hook ran in, when that is the asking task (out,
+    /// listen); 0 otherwise.
+    pub task_netns: u32,
+    /// The asking task's system call (`orig_ax` of the registers saved at its entry: connect,
+    /// sendto, sendmsg, io_uring_enter, listen, …), -1 when it has none (`IO_WORKER`).
+    pub syscall: i32,
+    pub flags: u32,
+    /// DOWN: `sk_err` (positive: 111 refused, 110 timed out, 104 reset; 0 a normal close).
+    pub err: i32,
+    /// The TCP state before the change that made the record.
+    pub old_state: u32,
+    /// DOWN (TCP): `tcp_sock.bytes_acked` (a FIN counts one) and `bytes_received`.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// The kernel socket: the records of one connection share it.
+    pub sock: u64,
+}
+
+/// Key of the kernel's `FLOWS` map: one flow of one process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub tgid: u32,
+    /// The socket's family (AF_INET, AF_INET6, AF_PACKET, AF_VSOCK, AF_UNIX).
+    pub family: u32,
+    pub sock_type: u32,
+    /// The packet's own transport protocol (IP protocol number), or `FLOW_ETHERTYPE |
+    /// ethertype` for a frame that is not IP; 0 for vsock and unix.
+    pub proto: u32,
+    /// The packet's destination (4 or 16 bytes, by `ip`); vsock: the CID in the first four.
+    pub daddr: [u8; 16],
+    /// The destination port (UDP, SCTP, UDP-Lite, vsock), host order; 0 for others.
+    pub dport: u32,
+    /// The network namespace of the device the packet left by (AF_UNIX, vsock: the socket's).
+    pub netns: u32,
+    /// The IP version of the packet (4, 6), 0 for other frames.
+    pub ip: u32,
+    pub _pad: u32,
+    pub start_ns: u64,
+}
+
+/// `proto` of a [`FlowKey`] for a frame that is not IP: this bit and the ethertype.
+pub const FLOW_ETHERTYPE: u32 = 1 << 16;
+
+/// Value in `FLOWS`: what the flow carried so far.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowValue {
+    pub packets: u64,
+    /// Bytes as they left (link header included: `skb->len` at the device).
+    pub bytes: u64,
+    pub first_ns: u64,
+    /// DNS records sent for this flow so far (see [`FLOW_DNS`]).
+    pub dns_records: u32,
+    /// [`FlowEvent::flags`] of the flow (`FLOW_DNS`).
+    pub flags: u32,
+}
+
+/// [`FlowEvent::flags`]: the flow is DNS (port 53, or its first datagram reads as a DNS
+/// question): every datagram of it is sent with its payload, up to `FLOW_DNS_RECORDS`.
+pub const FLOW_DNS: u32 = 1 << 0;
+/// `FLOWS` was full: this packet was not counted there (it is one packet on its own).
+pub const FLOW_UNAGGREGATED: u32 = 1 << 1;
+/// The record is a later DNS datagram of a flow already announced.
+pub const FLOW_REPEAT: u32 = 1 << 2;
+/// The payload was in page fragments the hook cannot read (UDP GSO, zerocopy).
+pub const FLOW_NONLINEAR: u32 = 1 << 3;
+/// DNS datagrams of one flow sent with their payload; later ones are counted only.
+pub const FLOW_DNS_RECORDS: u32 = 256;
+
+/// A flow's first packet (kind NetFlow). Tail: `tail_len` bytes of the datagram's payload
+/// (the first packet of every UDP flow, and each DNS datagram): at most `DNS_MAX`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowEvent {
+    pub header: EventHeader,
+    pub key: FlowKey,
+    /// The packet's source address and port.
+    pub saddr: [u8; 16],
+    pub sport: u32,
+    /// The device it left by.
+    pub ifindex: u32,
+    /// ICMP: type << 8 | code.
+    pub icmp: u32,
+    /// Bytes of this packet.
+    pub len: u32,
+    pub flags: u32,
+    pub tail_len: u32,
+    /// The socket's own namespace (it may differ from the device's: a socket made before a
+    /// setns sends from its own).
+    pub sk_netns: u32,
+    pub _pad: u32,
+}
+
+/// [`ConnectTamperEvent::why`] bits.
+pub mod tamper_why {
+    /// The descriptor named another socket at the call's entry than the one the kernel
+    /// connected.
+    pub const FD_AT_ENTRY: u32 = 1 << 0;
+    /// … at its exit (dup2 over it while the call slept).
+    pub const FD_AT_EXIT: u32 = 1 << 1;
+    /// The caller's sockaddr at the entry is not where the kernel connected.
+    pub const ADDR_AT_ENTRY: u32 = 1 << 2;
+    /// … at the exit (rewritten while the call slept).
+    pub const ADDR_AT_EXIT: u32 = 1 << 3;
+    /// No connection was seen (UDP, unix, failed early): the caller's sockaddr changed
+    /// between the entry and the exit.
+    pub const ADDR_CHANGED: u32 = 1 << 4;
+}
+
+/// A connect(2) whose arguments, as the caller's memory and descriptor table showed them,
+/// differ from what the kernel used (kind NetTamper). The connection's own record carries the
+/// kernel's values; this one says someone raced the call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnectTamperEvent {
+    pub header: EventHeader,
+    pub why: u32,
+    /// The syscall's result (0 or -errno).
+    pub result: i32,
+    pub fd: u32,
+    /// What the kernel used (family 0 when no connection was seen).
+    pub family: u32,
+    pub kaddr: [u8; 16],
+    pub kport: u32,
+    /// The namespace of the socket the kernel connected, and of the one the descriptor named
+    /// at the exit.
+    pub sk_netns: u32,
+    pub exit_netns: u32,
+    pub _pad: u32,
+    /// The caller's sockaddr at the entry and at the exit (`sockaddr_in6` is 28 bytes).
+    pub user_entry: [u8; 28],
+    pub user_exit: [u8; 28],
+    pub sk_kernel: u64,
+    pub sk_entry: u64,
+    pub sk_exit: u64,
+}
+
+/// Key of the kernel's `URING_OPS` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct UringKey {
+    pub tgid: u32,
+    /// The request's opcode (`IORING_OP_*`, uapi: append-only numbers).
+    pub opcode: u32,
+    /// The family of the socket its descriptor names at submission (0: not a socket, or a
+    /// fixed file, which is not resolved there).
+    pub family: u32,
+    /// 1 when the request names a fixed (registered) file.
+    pub fixed: u32,
+    pub start_ns: u64,
+}
+
+/// The first io_uring network request of its key by a traced task (kind UringNet).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UringEvent {
+    pub header: EventHeader,
+    pub key: UringKey,
+    /// The request's descriptor (or fixed-file index).
+    pub fd: i32,
+    pub sock_type: u32,
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -373,4 +640,11 @@ mod user {
     unsafe impl aya::Pod for FileEvent {}
     unsafe impl aya::Pod for ReadKey {}
     unsafe impl aya::Pod for NetEvent {}
+    unsafe impl aya::Pod for ConnEvent {}
+    unsafe impl aya::Pod for FlowKey {}
+    unsafe impl aya::Pod for FlowValue {}
+    unsafe impl aya::Pod for FlowEvent {}
+    unsafe impl aya::Pod for ConnectTamperEvent {}
+    unsafe impl aya::Pod for UringKey {}
+    unsafe impl aya::Pod for UringEvent {}
 }

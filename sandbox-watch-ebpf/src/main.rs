@@ -138,6 +138,15 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
     }
 }
 
+/// Counts a record of `kind` as lost without trying to send it (a map insert that failed: the
+/// records it would have let through will not come).
+#[inline(always)]
+pub fn count_lost(kind: EventKind) {
+    if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
+        unsafe { *count += 1 };
+    }
+}
+
 /// Sends a fixed-size record from the stack.
 #[inline(always)]
 pub fn submit_value<T>(kind: EventKind, value: &T) {
