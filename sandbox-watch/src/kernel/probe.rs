@@ -135,6 +135,11 @@ const PROGRAMS: &[Program] = &[
     },
 ];
 
+/// The programs attached by hand, not from `PROGRAMS`: fentry on security_file_open, and the
+/// fexit on do_sys_openat2 for the opens that failed (both where the kernel allows fentry).
+const FENTRY_OPEN: &str = "security_file_open";
+const FEXIT_OPENAT2: &str = "do_sys_openat2_exit";
+
 /// The io_uring gap of the syscall open hook, worded for people.
 pub const IO_URING_GAP: &str = "file opens made through io_uring (the fentry hook on security_file_open was refused by this kernel; the syscall tracepoints used instead do not see them)";
 
@@ -251,7 +256,7 @@ impl Probe {
         if file_hook == FileHook::Tracepoint {
             gaps.push(IO_URING_GAP.to_string());
         } else {
-            match attach_fexit(&mut ebpf, &btf, "do_sys_openat2_exit", "do_sys_openat2") {
+            match attach_fexit(&mut ebpf, &btf, FEXIT_OPENAT2, "do_sys_openat2") {
                 Ok(link) => links.push(link),
                 Err(e) => {
                     // Opens that fail never reach security_file_open.
@@ -385,9 +390,7 @@ fn attach(ebpf: &mut Ebpf, p: &Program) -> Result<Link, String> {
 }
 
 fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf) -> Result<Link, String> {
-    let prog = ebpf
-        .program_mut("security_file_open")
-        .ok_or("program missing")?;
+    let prog = ebpf.program_mut(FENTRY_OPEN).ok_or("program missing")?;
     let e = |e: ProgramError| causes(&e);
     let prog: &mut FEntry = prog.try_into().map_err(e)?;
     prog.load("security_file_open", btf).map_err(e)?;
@@ -431,4 +434,43 @@ fn causes(e: &dyn std::error::Error) -> String {
 /// Index into the per-kind drop counters.
 pub fn kind_name(slot: usize) -> &'static str {
     EventKind::from_u32(slot as u32).map_or("other", EventKind::name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_program_table_and_the_object_name_the_same_programs() {
+        // A program the object has but nothing attaches is a hook that silently never runs;
+        // one the table names but the object lacks fails at every start.
+        let object = aya_obj::Object::parse(OBJECT).expect("the embedded BPF object parses");
+        let in_object: BTreeSet<&str> = object.programs.keys().map(String::as_str).collect();
+        let attached: BTreeSet<&str> = PROGRAMS
+            .iter()
+            .map(|p| p.name)
+            .chain([FENTRY_OPEN, FEXIT_OPENAT2])
+            .collect();
+        assert_eq!(attached, in_object);
+        // Syscall programs are attached by their name: each is a real tracepoint's.
+        for p in PROGRAMS {
+            if let Hook::Syscall(tp) = p.hook {
+                assert_eq!(p.name, tp);
+                assert!(
+                    tp.starts_with("sys_enter_") || tp.starts_with("sys_exit_"),
+                    "{tp}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_kind_has_a_drop_counter_and_a_name() {
+        for k in EventKind::ALL {
+            assert!((k as u32) < KIND_SLOTS);
+            assert_eq!(kind_name(k as usize), k.name());
+        }
+        assert_eq!(kind_name(0), "other");
+    }
 }
