@@ -57,17 +57,11 @@ pub enum EventKind {
     /// The first packet of a flow (datagrams, raw and packet frames, vsock data), or a DNS
     /// datagram: a [`FlowEvent`]; the flow's counts stay in the kernel's `FLOWS` map.
     NetFlow = 22,
-    /// A connect(2) whose caller-visible arguments (the descriptor's socket, the sockaddr)
-    /// differ from what the kernel used: a racing caller. A [`ConnectTamperEvent`].
-    NetTamper = 23,
-    /// The first io_uring network request of a kind by a traced task: a [`UringEvent`]; the
-    /// counts stay in the kernel's `URING_OPS` map.
-    UringNet = 24,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 12] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -80,8 +74,6 @@ impl EventKind {
         Self::NetConn,
         Self::NetConnEnd,
         Self::NetFlow,
-        Self::NetTamper,
-        Self::UringNet,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -98,8 +90,6 @@ impl EventKind {
             20 => Self::NetConn,
             21 => Self::NetConnEnd,
             22 => Self::NetFlow,
-            23 => Self::NetTamper,
-            24 => Self::UringNet,
             _ => return None,
         })
     }
@@ -118,8 +108,6 @@ impl EventKind {
             Self::NetConn => "net_conn",
             Self::NetConnEnd => "net_conn_end",
             Self::NetFlow => "net_flow",
-            Self::NetTamper => "net_tamper",
-            Self::UringNet => "uring_net",
         }
     }
 
@@ -138,8 +126,6 @@ impl EventKind {
             Self::Link => core::mem::size_of::<FileEvent>(),
             Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
             Self::NetFlow => core::mem::size_of::<FlowEvent>(),
-            Self::NetTamper => core::mem::size_of::<ConnectTamperEvent>(),
-            Self::UringNet => core::mem::size_of::<UringEvent>(),
         }
     }
 }
@@ -192,9 +178,7 @@ const _: () = {
             | EventKind::Link
             | EventKind::NetConn
             | EventKind::NetConnEnd
-            | EventKind::NetFlow
-            | EventKind::NetTamper
-            | EventKind::UringNet => 14,
+            | EventKind::NetFlow => 12,
         }
     }
     assert!(
@@ -494,27 +478,13 @@ pub struct FlowValue {
     pub packets: u64,
     /// Bytes as they left (link header included: `skb->len` at the device).
     pub bytes: u64,
-    pub first_ns: u64,
-    /// DNS records sent for this flow so far (see [`FLOW_DNS`]).
-    pub dns_records: u32,
-    /// [`FlowEvent::flags`] of the flow (`FLOW_DNS`).
-    pub flags: u32,
 }
 
-/// [`FlowEvent::flags`]: the flow is DNS (port 53, or its first datagram reads as a DNS
-/// question): every datagram of it is sent with its payload, up to `FLOW_DNS_RECORDS`.
-pub const FLOW_DNS: u32 = 1 << 0;
-/// `FLOWS` was full: this packet was not counted there (it is one packet on its own).
-pub const FLOW_UNAGGREGATED: u32 = 1 << 1;
-/// The record is a later DNS datagram of a flow already announced.
-pub const FLOW_REPEAT: u32 = 1 << 2;
-/// The payload was in page fragments the hook cannot read (UDP GSO, zerocopy).
-pub const FLOW_NONLINEAR: u32 = 1 << 3;
-/// DNS datagrams of one flow sent with their payload; later ones are counted only.
-pub const FLOW_DNS_RECORDS: u32 = 256;
+/// [`FlowEvent::flags`]: `FLOWS` was full: this packet was not counted there (it is one
+/// packet on its own, and the loss is counted).
+pub const FLOW_UNAGGREGATED: u32 = 1 << 0;
 
-/// A flow's first packet (kind NetFlow). Tail: `tail_len` bytes of the datagram's payload
-/// (the first packet of every UDP flow, and each DNS datagram): at most `DNS_MAX`.
+/// A flow's first packet (kind NetFlow). No payload is kept.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FlowEvent {
@@ -530,81 +500,10 @@ pub struct FlowEvent {
     /// Bytes of this packet.
     pub len: u32,
     pub flags: u32,
-    pub tail_len: u32,
     /// The socket's own namespace (it may differ from the device's: a socket made before a
     /// setns sends from its own).
     pub sk_netns: u32,
     pub _pad: u32,
-}
-
-/// [`ConnectTamperEvent::why`] bits.
-pub mod tamper_why {
-    /// The descriptor named another socket at the call's entry than the one the kernel
-    /// connected.
-    pub const FD_AT_ENTRY: u32 = 1 << 0;
-    /// … at its exit (dup2 over it while the call slept).
-    pub const FD_AT_EXIT: u32 = 1 << 1;
-    /// The caller's sockaddr at the entry is not where the kernel connected.
-    pub const ADDR_AT_ENTRY: u32 = 1 << 2;
-    /// … at the exit (rewritten while the call slept).
-    pub const ADDR_AT_EXIT: u32 = 1 << 3;
-    /// No connection was seen (UDP, unix, failed early): the caller's sockaddr changed
-    /// between the entry and the exit.
-    pub const ADDR_CHANGED: u32 = 1 << 4;
-}
-
-/// A connect(2) whose arguments, as the caller's memory and descriptor table showed them,
-/// differ from what the kernel used (kind NetTamper). The connection's own record carries the
-/// kernel's values; this one says someone raced the call.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ConnectTamperEvent {
-    pub header: EventHeader,
-    pub why: u32,
-    /// The syscall's result (0 or -errno).
-    pub result: i32,
-    pub fd: u32,
-    /// What the kernel used (family 0 when no connection was seen).
-    pub family: u32,
-    pub kaddr: [u8; 16],
-    pub kport: u32,
-    /// The namespace of the socket the kernel connected, and of the one the descriptor named
-    /// at the exit.
-    pub sk_netns: u32,
-    pub exit_netns: u32,
-    pub _pad: u32,
-    /// The caller's sockaddr at the entry and at the exit (`sockaddr_in6` is 28 bytes).
-    pub user_entry: [u8; 28],
-    pub user_exit: [u8; 28],
-    pub sk_kernel: u64,
-    pub sk_entry: u64,
-    pub sk_exit: u64,
-}
-
-/// Key of the kernel's `URING_OPS` map.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct UringKey {
-    pub tgid: u32,
-    /// The request's opcode (`IORING_OP_*`, uapi: append-only numbers).
-    pub opcode: u32,
-    /// The family of the socket its descriptor names at submission (0: not a socket, or a
-    /// fixed file, which is not resolved there).
-    pub family: u32,
-    /// 1 when the request names a fixed (registered) file.
-    pub fixed: u32,
-    pub start_ns: u64,
-}
-
-/// The first io_uring network request of its key by a traced task (kind UringNet).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UringEvent {
-    pub header: EventHeader,
-    pub key: UringKey,
-    /// The request's descriptor (or fixed-file index).
-    pub fd: i32,
-    pub sock_type: u32,
 }
 
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
@@ -644,7 +543,4 @@ mod user {
     unsafe impl aya::Pod for FlowKey {}
     unsafe impl aya::Pod for FlowValue {}
     unsafe impl aya::Pod for FlowEvent {}
-    unsafe impl aya::Pod for ConnectTamperEvent {}
-    unsafe impl aya::Pod for UringKey {}
-    unsafe impl aya::Pod for UringEvent {}
 }

@@ -274,12 +274,7 @@ SW_INLINE void sw_syscall_args(u64 *args)
 	args[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
 }
 
-// ---- network truth: sockets, packets, io_uring requests (issue 14) ----
-
-SW_INLINE u32 sw_sk_state(void *sk)
-{
-	return BPF_CORE_READ((struct sock *)sk, __sk_common.skc_state);
-}
+// ---- network truth: sockets and packets (issue 14) ----
 
 SW_INLINE u32 sw_sk_type(void *sk)
 {
@@ -321,12 +316,6 @@ SW_INLINE u32 sw_skb_len(void *skb)
 	return BPF_CORE_READ((struct sk_buff *)skb, len);
 }
 
-// Bytes of the packet in page fragments (UDP GSO, zerocopy, TCP data): not readable here.
-SW_INLINE u32 sw_skb_data_len(void *skb)
-{
-	return BPF_CORE_READ((struct sk_buff *)skb, data_len);
-}
-
 SW_INLINE u32 sw_dev_netns(void *dev)
 {
 	return BPF_CORE_READ((struct net_device *)dev, nd_net.net, ns.inum);
@@ -360,25 +349,6 @@ SW_INLINE const u8 *sw_skb_l3(void *skb, void *dev, u32 family, u32 *ethertype)
 	return head + BPF_CORE_READ(s, network_header);
 }
 
-// The request's opcode, descriptor and whether it names a fixed file (REQ_F_FIXED_FILE is bit
-// 0; `flags` is 32 bits on 6.1 and 64 on 6.18: the low byte is read, the same on both).
-SW_INLINE u32 sw_uring_opcode(void *req)
-{
-	return BPF_CORE_READ((struct io_kiocb *)req, opcode);
-}
-
-SW_INLINE int sw_uring_fd(void *req)
-{
-	return BPF_CORE_READ((struct io_kiocb *)req, cqe.fd);
-}
-
-SW_INLINE u32 sw_uring_fixed(void *req)
-{
-	u8 low = 0;
-	bpf_core_read(&low, 1, &((struct io_kiocb *)req)->flags);
-	return low & 1;
-}
-
 // An io_uring worker or SQPOLL thread (PF_IO_WORKER): it runs requests, it made no syscall.
 SW_INLINE u32 sw_task_io_worker(void *task)
 {
@@ -392,38 +362,10 @@ SW_INLINE long sw_syscall_nr(void)
 	return BPF_CORE_READ(regs, orig_ax);
 }
 
-// A unix socket's bound name (`sockaddr_un`: family, then the path or NUL + an abstract name)
-// into buf (110 bytes); returns its length, 0 when unbound.
-SW_INLINE u32 sw_unix_name(void *sk, u8 *buf)
+// Adds one packet of `len` bytes to a flow's counts (`{packets, bytes}` in a map value), with
+// atomic adds: other CPUs count the same flow (the BPF target's core has no atomic RMW).
+SW_INLINE void sw_count_packet(u64 *counts, u64 len)
 {
-	struct unix_address *addr = BPF_CORE_READ((struct unix_sock *)sk, addr);
-	if (!addr)
-		return 0;
-	int len = BPF_CORE_READ(addr, len);
-	if (len <= 0)
-		return 0;
-	if (len > 110)
-		len = 110;
-	bpf_probe_read_kernel(buf, len & 127, &addr->name[0]);
-	return len;
-}
-
-SW_INLINE void *sw_unix_peer(void *sk)
-{
-	return BPF_CORE_READ((struct unix_sock *)sk, peer);
-}
-
-// A packet socket's bound device, and whether it sends past the qdisc layer
-// (PACKET_QDISC_BYPASS: such frames reach no net_dev_* tracepoint).
-SW_INLINE u32 sw_packet_ifindex(void *sk)
-{
-	return BPF_CORE_READ((struct packet_sock *)sk, ifindex);
-}
-
-SW_INLINE u32 sw_packet_bypass(void *sk)
-{
-	if (!bpf_core_field_exists(((struct packet_sock *)sk)->flags))
-		return 0;
-	unsigned long flags = BPF_CORE_READ((struct packet_sock *)sk, flags);
-	return (flags >> bpf_core_enum_value(enum packet_sock_flags, PACKET_SOCK_QDISC_BYPASS)) & 1;
+	__sync_fetch_and_add(&counts[0], 1);
+	__sync_fetch_and_add(&counts[1], len);
 }

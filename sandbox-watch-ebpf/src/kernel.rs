@@ -38,26 +38,18 @@ unsafe extern "C" {
     pub fn sw_sk_local_addr(sk: Ptr, out: *mut u8);
     pub fn sw_sk_remote_addr(sk: Ptr, out: *mut u8);
     pub fn sw_syscall_args(args: *mut u64);
-    pub fn sw_sk_state(sk: Ptr) -> u32;
     pub fn sw_sk_type(sk: Ptr) -> u32;
     pub fn sw_sk_is_user(sk: Ptr) -> i32;
     pub fn sw_tcp_bytes(sk: Ptr, out: *mut u64);
     pub fn sw_skb_sk(skb: Ptr) -> Ptr;
     pub fn sw_skb_dev(skb: Ptr) -> Ptr;
     pub fn sw_skb_len(skb: Ptr) -> u32;
-    pub fn sw_skb_data_len(skb: Ptr) -> u32;
     pub fn sw_dev_netns(dev: Ptr) -> u32;
     pub fn sw_dev_ifindex(dev: Ptr) -> u32;
     pub fn sw_skb_l3(skb: Ptr, dev: Ptr, family: u32, ethertype: *mut u32) -> *const u8;
-    pub fn sw_uring_opcode(req: Ptr) -> u32;
-    pub fn sw_uring_fd(req: Ptr) -> i32;
-    pub fn sw_uring_fixed(req: Ptr) -> u32;
     pub fn sw_task_io_worker(task: Ptr) -> u32;
     pub fn sw_syscall_nr() -> i64;
-    pub fn sw_unix_name(sk: Ptr, buf: *mut u8) -> u32;
-    pub fn sw_unix_peer(sk: Ptr) -> Ptr;
-    pub fn sw_packet_ifindex(sk: Ptr) -> u32;
-    pub fn sw_packet_bypass(sk: Ptr) -> u32;
+    pub fn sw_count_packet(counts: *mut u64, len: u64);
 }
 
 /// Set in the length a path walk returns when the path was cut.

@@ -51,6 +51,9 @@ pub struct Options {
 const TARGET_TRACED_EXEC: f64 = 1.10;
 const TARGET_TRACED_OPEN: f64 = 1.50;
 const TARGET_OUTSIDE: f64 = 1.05;
+/// Issue 14: a traced UDP storm within 1.3× (of the kernel's floor there; here of the
+/// unmonitored run, which is stricter: the floor itself costs a few percent).
+const TARGET_TRACED_UDP: f64 = 1.30;
 const TARGET_RSS_MB: f64 = 64.0;
 
 const BPFTRACE_PROGRAM: &str = r#"tracepoint:syscalls:sys_enter_execve { printf("%s\n", str(args->filename)); } tracepoint:syscalls:sys_enter_openat { printf("%s\n", str(args->filename)); }"#;
@@ -93,6 +96,8 @@ struct Sizes {
     marker_interval_ms: u64,
     mem_files: u64,
     mem_procs: u64,
+    datagrams: u64,
+    connects: u64,
 }
 
 impl Sizes {
@@ -109,6 +114,8 @@ impl Sizes {
                     marker_interval_ms: 20,
                     mem_files: 200,
                     mem_procs: 250,
+                    datagrams: 50_000,
+                    connects: 1000,
                 },
             )
         } else {
@@ -123,6 +130,8 @@ impl Sizes {
                     marker_interval_ms: 20,
                     mem_files: 1000,
                     mem_procs: 1000,
+                    datagrams: 200_000,
+                    connects: 5000,
                 },
             )
         };
@@ -158,16 +167,26 @@ impl Ctx {
 enum Workload {
     ExecStorm,
     OpenStorm,
+    UdpStorm,
+    TcpStorm,
     Agent,
 }
 
-const WORKLOADS: [Workload; 3] = [Workload::ExecStorm, Workload::OpenStorm, Workload::Agent];
+const WORKLOADS: [Workload; 5] = [
+    Workload::ExecStorm,
+    Workload::OpenStorm,
+    Workload::UdpStorm,
+    Workload::TcpStorm,
+    Workload::Agent,
+];
 
 impl Workload {
     fn key(self) -> &'static str {
         match self {
             Workload::ExecStorm => "exec_storm",
             Workload::OpenStorm => "open_storm",
+            Workload::UdpStorm => "udp_storm",
+            Workload::TcpStorm => "tcp_connect_storm",
             Workload::Agent => "agent_session",
         }
     }
@@ -176,6 +195,8 @@ impl Workload {
         match self {
             Workload::ExecStorm => "exec storm",
             Workload::OpenStorm => "open storm",
+            Workload::UdpStorm => "UDP storm",
+            Workload::TcpStorm => "TCP storm",
             Workload::Agent => "agent session",
         }
     }
@@ -184,6 +205,14 @@ impl Workload {
         match self {
             Workload::ExecStorm => format!("{} fork+exec of /bin/true from a sh loop", s.execs),
             Workload::OpenStorm => format!("{} open/close of one file (open-storm)", s.opens),
+            Workload::UdpStorm => format!(
+                "{} sendto of 64 bytes to a loopback UDP socket of its own (bench-helper udp)",
+                s.datagrams
+            ),
+            Workload::TcpStorm => format!(
+                "{} connect+accept+close to a loopback listener of its own (bench-helper tcp)",
+                s.connects
+            ),
             Workload::Agent => format!(
                 "git init + {} edit/add/commit rounds (sed), a python3 run, git log/status/diff, ls -R",
                 s.commits
@@ -196,7 +225,8 @@ impl Workload {
         match self {
             Workload::ExecStorm => Some(TARGET_TRACED_EXEC),
             Workload::OpenStorm => Some(TARGET_TRACED_OPEN),
-            Workload::Agent => None,
+            Workload::UdpStorm => Some(TARGET_TRACED_UDP),
+            Workload::TcpStorm | Workload::Agent => None,
         }
     }
 
@@ -219,6 +249,16 @@ impl Workload {
                 ctx.open_storm.display().to_string(),
                 ctx.sizes.opens.to_string(),
                 ctx.work.join("open-storm.dat").display().to_string(),
+            ],
+            Workload::UdpStorm => vec![
+                ctx.helper.display().to_string(),
+                "udp".into(),
+                ctx.sizes.datagrams.to_string(),
+            ],
+            Workload::TcpStorm => vec![
+                ctx.helper.display().to_string(),
+                "tcp".into(),
+                ctx.sizes.connects.to_string(),
             ],
             Workload::Agent => vec![
                 "/bin/sh".into(),

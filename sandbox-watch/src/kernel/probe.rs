@@ -11,7 +11,9 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{FEntry, ProgramError, RawTracePoint, TracePoint},
 };
-use sandbox_watch_common::{ALWAYS_REPORT, EventKind, KIND_SLOTS, ReadKey, globals};
+use sandbox_watch_common::{
+    ALWAYS_REPORT, EventKind, FlowKey, FlowValue, KIND_SLOTS, ReadKey, globals,
+};
 
 /// Which hook delivered file opens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -130,7 +132,13 @@ const PROGRAMS: &[Program] = &[
     Program {
         name: "inet_sock_set_state",
         hook: Hook::Raw("inet_sock_set_state"),
-        gap: Some("the outcome of non-blocking TCP connects"),
+        gap: Some("TCP connections from the kernel's socket (io_uring and fastopen connects, accepted connections, outcomes)"),
+        open_fallback: false,
+    },
+    Program {
+        name: "net_dev_queue",
+        hook: Hook::Raw("net_dev_queue"),
+        gap: Some("datagrams and packets from the packet (UDP, raw, ICMP, AF_PACKET, io_uring sends)"),
         open_fallback: false,
     },
 ];
@@ -154,6 +162,7 @@ pub struct Probe {
     pub gaps: Vec<String>,
     traced: HashMap<MapData, u32, u32>,
     reads: HashMap<MapData, ReadKey, u64>,
+    flows: HashMap<MapData, FlowKey, FlowValue>,
     drops: PerCpuArray<MapData, u64>,
 }
 
@@ -300,6 +309,7 @@ impl Probe {
         let traced = take_map(&mut ebpf, "TRACED")?;
         let reads = take_map(&mut ebpf, "READS")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
+        let flows = take_map(&mut ebpf, "FLOWS")?;
         Ok(Probe {
             links,
             ebpf,
@@ -308,6 +318,7 @@ impl Probe {
             traced,
             reads,
             drops,
+            flows,
         })
     }
 
@@ -332,6 +343,11 @@ impl Probe {
             }
         }
         out
+    }
+
+    /// Every flow the kernel counted (packets and bytes so far), by key.
+    pub fn flows(&self) -> Vec<(FlowKey, FlowValue)> {
+        self.flows.iter().filter_map(Result::ok).collect()
     }
 
     /// Makes the kernel report every open of this inode by this process (credential files).

@@ -75,6 +75,11 @@ pub enum NetOp {
     Listen,
     /// A DNS question sent.
     Dns,
+    /// A TCP connection that arrived on a traced listener (`addr`/`port`: the peer).
+    Accept,
+    /// Datagrams or packets sent (UDP to any port, raw, ICMP, AF_PACKET): one entry per flow,
+    /// from the packets themselves, with `packets` and `bytes`.
+    Send,
 }
 
 impl NetOp {
@@ -83,6 +88,8 @@ impl NetOp {
             NetOp::Connect => "connect",
             NetOp::Listen => "listen",
             NetOp::Dns => "dns",
+            NetOp::Accept => "accept",
+            NetOp::Send => "send",
         }
     }
 
@@ -92,6 +99,8 @@ impl NetOp {
     pub fn ocsf(self, result: &str) -> (u64, u64, &'static str, Option<u64>) {
         match self {
             NetOp::Dns => (4003, 1, "Query", None),
+            NetOp::Accept => (4001, 1, "Open", Some(1)),
+            NetOp::Send => (4001, 6, "Traffic", Some(1)),
             NetOp::Listen => (4001, 7, "Listen", Some(if result == "ok" { 1 } else { 2 })),
             NetOp::Connect => match result {
                 "ok" => (4001, 1, "Open", Some(1)),
@@ -157,6 +166,8 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
+    /// A caller raced the kernel: what its memory said is not what the kernel did.
+    Tamper,
 }
 
 impl ViolationKind {
@@ -167,6 +178,7 @@ impl ViolationKind {
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
+        ViolationKind::Tamper,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -177,6 +189,7 @@ impl ViolationKind {
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
+            ViolationKind::Tamper => "tamper",
         }
     }
 
@@ -198,7 +211,13 @@ mod tests {
         for op in [Op::Read, Op::Write, Op::Create, Op::Delete, Op::Rename] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
-        for op in [NetOp::Connect, NetOp::Listen, NetOp::Dns] {
+        for op in [
+            NetOp::Connect,
+            NetOp::Listen,
+            NetOp::Dns,
+            NetOp::Accept,
+            NetOp::Send,
+        ] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
         for v in [Verdict::Inside, Verdict::Outside] {

@@ -97,6 +97,14 @@ impl Session {
                 .network
                 .result(&text(), r)
                 .map_or(Applied::Other, Applied::Net),
+            Record::NetTamper(t) => {
+                self.network.tampers.push(t.clone());
+                Applied::Other
+            }
+            Record::FlowCount(c) => self
+                .network
+                .flow_count(c)
+                .map_or(Applied::Other, Applied::Net),
             Record::FileCount(c) => self
                 .files
                 .count(c)
@@ -193,6 +201,7 @@ impl Session {
                 processes,
                 files: self.files.report_entries(),
                 network: self.network.report_entries(agent.netns),
+                tampers: self.network.tampers.clone(),
                 redactions: end.map_or(0, |e| e.redactions),
                 agent,
             },

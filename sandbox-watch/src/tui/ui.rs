@@ -656,7 +656,10 @@ fn build_row(
             let a = app.alerts.get(key)?;
             let style = match a.kind {
                 AlertKind::Violation(
-                    ViolationKind::Outside | ViolationKind::Network | ViolationKind::Credential,
+                    ViolationKind::Outside
+                    | ViolationKind::Network
+                    | ViolationKind::Credential
+                    | ViolationKind::Tamper,
                 ) => theme.bad(),
                 AlertKind::Violation(
                     ViolationKind::Persistence | ViolationKind::Lost | ViolationKind::Leftover,
