@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use integration_tests::*;
 use serde_json::Value;
 
-fn find<'a>(r: &'a Run, f: impl Fn(&Value) -> bool) -> Vec<&'a Value> {
+fn find(r: &Run, f: impl Fn(&Value) -> bool) -> Vec<&Value> {
     r.network().iter().filter(|n| f(n)).collect()
 }
 
@@ -199,7 +199,7 @@ fn setns_back_to_the_host_then_io_uring_udp_is_outside() {
         2,
         "the datagram reached the host's loopback"
     );
-    let s = find(&r, |n| n["op"] == "send" && n["port"].to_string() == port);
+    let s = find(&r, |n| n["op"] == "send" && n["port"] == port);
     assert_eq!(s.len(), 1, "{:#?}", r.network());
     assert_eq!(
         s[0]["netns"],

@@ -58,7 +58,7 @@ pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
         TCP_ESTABLISHED => followed(sk, old, conn::UP, false),
         TCP_CLOSE if old == TCP_LISTEN => {
             let key = listen_key(sk);
-            let _ = LISTENERS.remove(&key);
+            let _ = LISTENERS.remove(key);
         }
         TCP_CLOSE => followed(sk, old, conn::DOWN, true),
         _ => {}
@@ -88,12 +88,12 @@ fn asked(sk: Ptr, old: u32, new: u32) {
         start_ns: unsafe { sw_task_start_ns(task) },
     };
     let op = if new == TCP_LISTEN {
-        if LISTENERS.insert(&listen_key(sk), &owner, 0).is_err() {
+        if LISTENERS.insert(listen_key(sk), owner, 0).is_err() {
             count_lost(EventKind::NetConn);
         }
         conn::LISTEN
     } else {
-        if CONNS.insert(&(sk as u64), &owner, 0).is_err() {
+        if CONNS.insert(sk as u64, owner, 0).is_err() {
             count_lost(EventKind::NetConnEnd);
         }
         conn::OUT
@@ -113,11 +113,11 @@ fn asked(sk: Ptr, old: u32, new: u32) {
 /// A listener's child, established: its peer is known now.
 #[inline(always)]
 fn inbound(sk: Ptr, old: u32) {
-    let Some(owner) = (unsafe { LISTENERS.get(&listen_key(sk)) }).copied() else {
+    let Some(owner) = (unsafe { LISTENERS.get(listen_key(sk)) }).copied() else {
         return;
     };
     let mut flags = 0;
-    if CONNS.insert(&(sk as u64), &owner, 0).is_err() {
+    if CONNS.insert(sk as u64, owner, 0).is_err() {
         flags |= conn::UNFOLLOWED;
         count_lost(EventKind::NetConnEnd);
     }
@@ -127,11 +127,11 @@ fn inbound(sk: Ptr, old: u32) {
 /// A later state of a followed socket (any task, any context).
 #[inline(always)]
 fn followed(sk: Ptr, old: u32, op: u32, end: bool) {
-    let Some(owner) = (unsafe { CONNS.get(&(sk as u64)) }).copied() else {
+    let Some(owner) = (unsafe { CONNS.get(sk as u64) }).copied() else {
         return;
     };
     if end {
-        let _ = CONNS.remove(&(sk as u64));
+        let _ = CONNS.remove(sk as u64);
     }
     send(sk, &owner, op, old, 0, |ev| {
         if end {

@@ -121,7 +121,7 @@ fn flow(skb: Ptr, tgid: u32) -> Option<()> {
         packets: 1,
         bytes: len,
     };
-    if FLOWS.insert(&key, &first, BPF_NOEXIST).is_err() {
+    if FLOWS.insert(key, first, BPF_NOEXIST).is_err() {
         // Another CPU made it first, or the map is full.
         if count(&key, len) {
             return Some(());

@@ -10,11 +10,14 @@ use sandbox_watch_common::ReadKey;
 /// while it is busy.
 pub const EXIT_HARVEST: usize = 256;
 
+/// A process's reads of one inode: (dev, ino, entry).
+type InodeReads = Vec<(u32, u64, usize)>;
+
 #[derive(Default)]
 pub struct ReadCounts {
     /// The inodes each process (tgid, start) read and their entries: 16 bytes a read, the only
     /// per-read memory past the fold.
-    inodes: HashMap<(u32, u64), Vec<(u32, u64, usize)>>,
+    inodes: HashMap<(u32, u64), InodeReads>,
     /// Opens the kernel counted but did not send, by file entry.
     extra: HashMap<usize, u64>,
 }

@@ -200,6 +200,10 @@ pub struct Exit {
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one record at a time, moved into the log: boxing gains nothing"
+)]
 pub enum FileFailed {
     Entry(FileEntry),
     Missing(Missing),

@@ -36,6 +36,10 @@ use pty::AgentIo;
 
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one record at a time through a channel: boxing gains nothing"
+)]
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
     Record(crate::record::Logged),
@@ -154,6 +158,10 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one event at a time: boxing gains nothing"
+)]
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,
