@@ -359,9 +359,15 @@ pub fn conn(sockets: &mut Sockets, c: &Conn, at: &str, agent_netns: Option<u64>)
 /// The connect(2) record of a connection the kernel began in the same thread: the entry has
 /// the kernel's destination and namespace and the call's result; what the caller showed at
 /// the exit is compared with them.
-fn began_connect(sockets: &mut Sockets, b: Began, n: &Net) -> Vec<Record> {
+fn began_connect(
+    sockets: &mut Sockets,
+    b: Began,
+    n: &Net,
+    agent_netns: Option<u64>,
+) -> Vec<Record> {
     sockets.held_sock.remove(&b.sock);
     let mut e = b.entry;
+    e.verdict = Verdict::of(e.netns, agent_netns);
     e.result = match (n.result, b.outcome) {
         (-115, Some(outcome)) => outcome,
         (r, _) => result_name(r),
@@ -465,7 +471,7 @@ pub fn net(sockets: &mut Sockets, n: &Net, at: &str, agent_netns: Option<u64>) -
     if n.op == KernelNetOp::Connect
         && let Some(b) = sockets.held.remove(&n.header.pid)
     {
-        return began_connect(sockets, b, n);
+        return began_connect(sockets, b, n, agent_netns);
     }
     net_syscall(sockets, n, at, agent_netns)
         .into_iter()
