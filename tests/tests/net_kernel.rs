@@ -175,7 +175,8 @@ s.sendto(bytes([8, 0, 0xa4, 0xa7, 0x53, 0x57, 0, 1]), ("127.0.0.1", 0))
 #[test]
 fn setns_back_to_the_host_then_io_uring_udp_is_outside() {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = rx.local_addr().unwrap().port().to_string();
+    let port = rx.local_addr().unwrap().port();
+    let p = port.to_string();
     let host = format!("/proc/{}/ns/net", std::process::id());
     let r = run(
         &[],
@@ -187,7 +188,7 @@ fn setns_back_to_the_host_then_io_uring_udp_is_outside() {
             &host,
             "udp",
             "127.0.0.1",
-            &port,
+            &p,
             "hi",
         ],
     );
