@@ -83,6 +83,19 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "a_descriptor_swapped_during_connect_keeps_the_kernels_socket_namespace",
         ],
     ),
+    (
+        "file_truth",
+        &[
+            "a_key_read_through_a_hard_link_is_a_credential_read",
+            "a_key_read_through_a_bind_mount_is_a_credential_read",
+            "a_key_read_through_a_detached_tree_is_a_credential_read",
+            "a_key_opened_by_handle_is_a_credential_read",
+            "an_o_path_open_is_not_a_read_and_the_reads_after_it_are_all_counted",
+            "a_shell_start_file_written_through_a_hard_link_is_persistence",
+            "names_through_proc_self_fd_are_the_paths_the_kernel_resolved",
+            "reads_of_files_that_reuse_an_inode_number_are_each_seen",
+        ],
+    ),
     ("evidence", &["a_real_log_verifies_and_tampering_is_named"]),
 ];
 

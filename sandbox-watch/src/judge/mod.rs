@@ -1,4 +1,5 @@
 pub mod classify;
 pub mod dns;
+pub mod identity;
 pub mod netpolicy;
 pub mod redact;

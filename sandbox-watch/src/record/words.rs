@@ -14,6 +14,9 @@ pub enum Op {
     Create,
     Delete,
     Rename,
+    /// An O_PATH open: the file named and held, neither read nor written (its descriptor can
+    /// be passed on, reopened through /proc/self/fd, or used as a directory for `*at` calls).
+    Path,
 }
 
 impl Op {
@@ -25,6 +28,7 @@ impl Op {
             Op::Create => "create",
             Op::Delete => "delete",
             Op::Rename => "rename",
+            Op::Path => "path",
         }
     }
 
@@ -36,6 +40,7 @@ impl Op {
             Op::Create => "created",
             Op::Delete => "deleted",
             Op::Rename => "renamed",
+            Op::Path => "opened (O_PATH)",
         }
     }
 
@@ -46,6 +51,7 @@ impl Op {
             Op::Write | Op::Create => "write",
             Op::Delete => "delete",
             Op::Rename => "rename",
+            Op::Path => "open",
         }
     }
 
@@ -57,12 +63,13 @@ impl Op {
             Op::Write => (3, "Update"),
             Op::Delete => (4, "Delete"),
             Op::Rename => (5, "Rename"),
+            Op::Path => (14, "Open"),
         }
     }
 
     /// Whether the operation changes the file system.
     pub fn changes(self) -> bool {
-        self != Op::Read
+        !matches!(self, Op::Read | Op::Path)
     }
 }
 
@@ -168,6 +175,8 @@ pub enum ViolationKind {
     Leftover,
     /// A caller raced the kernel: what its memory said is not what the kernel did.
     Tamper,
+    /// `--otlp`: records not delivered to the collector by the end.
+    Export,
 }
 
 impl ViolationKind {
@@ -179,6 +188,7 @@ impl ViolationKind {
         ViolationKind::Lost,
         ViolationKind::Leftover,
         ViolationKind::Tamper,
+        ViolationKind::Export,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -190,6 +200,7 @@ impl ViolationKind {
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
             ViolationKind::Tamper => "tamper",
+            ViolationKind::Export => "export",
         }
     }
 

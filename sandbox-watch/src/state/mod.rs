@@ -1,4 +1,6 @@
 pub mod files;
+pub mod git;
 pub mod network;
+pub mod packages;
 pub mod processes;
 pub mod session;

@@ -36,10 +36,8 @@ use pty::AgentIo;
 
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one record at a time through a channel: boxing gains nothing"
-)]
+// One record at a time through a channel: boxing it would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
     Record(crate::record::Logged),
@@ -158,10 +156,8 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one event at a time: boxing gains nothing"
-)]
+// As Feed: one at a time, never stored.
+#[allow(clippy::large_enum_variant)]
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,

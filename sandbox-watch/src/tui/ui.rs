@@ -662,7 +662,10 @@ fn build_row(
                     | ViolationKind::Tamper,
                 ) => theme.bad(),
                 AlertKind::Violation(
-                    ViolationKind::Persistence | ViolationKind::Lost | ViolationKind::Leftover,
+                    ViolationKind::Persistence
+                    | ViolationKind::Lost
+                    | ViolationKind::Leftover
+                    | ViolationKind::Export,
                 ) => theme.warn(),
                 AlertKind::Gap => Style::new(),
             };
