@@ -158,6 +158,11 @@ done
 mount -t proc proc $H/proc || fail "mount proc on $H/proc"
 mount -t sysfs sysfs $H/sys || fail "mount sysfs on $H/sys"
 mount -t devtmpfs devtmpfs $H/dev || fail "mount devtmpfs on $H/dev"
+# What udev adds on a real system and devtmpfs lacks (the tests use /dev/fd/N paths).
+ln -sfn /proc/self/fd $H/dev/fd
+ln -sfn /proc/self/fd/0 $H/dev/stdin
+ln -sfn /proc/self/fd/1 $H/dev/stdout
+ln -sfn /proc/self/fd/2 $H/dev/stderr
 mkdir -p $H/dev/shm $H/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $H/dev/shm || fail "mount $H/dev/shm"
 mount -t devpts -o mode=620,ptmxmode=666 devpts $H/dev/pts || fail "mount $H/dev/pts"

@@ -135,7 +135,12 @@ impl Sender {
                     self.batch_records /= 2;
                     self.in_flight = None;
                 }
-                self.progress.last_error = Some(f.message.clone());
+                // A try cut short by the end of the wait says less than the error before it.
+                let cut_short = timeout < self.client.config().request_timeout
+                    && f.message.contains("no answer within");
+                if !(cut_short && self.progress.last_error.is_some()) {
+                    self.progress.last_error = Some(f.message.clone());
+                }
                 Step::Failed(f)
             }
         }
