@@ -58,6 +58,10 @@ enum Task {
         /// full size even with --quick.
         #[arg(long)]
         memory_only: bool,
+        /// Only these workloads, comma-separated (exec_storm, open_storm, udp_storm,
+        /// tcp_connect_storm, agent_session); the latency and memory captures are left out.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        workloads: Vec<String>,
     },
 }
 
@@ -90,12 +94,14 @@ fn main() -> anyhow::Result<()> {
             json,
             no_peers,
             memory_only,
+            workloads,
         } => bench::run(bench::Options {
             runs,
             quick,
             json,
             no_peers,
             memory_only,
+            workloads,
         }),
     }
 }
