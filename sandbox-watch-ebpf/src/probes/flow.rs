@@ -132,7 +132,7 @@ fn flow(skb: Ptr, tgid: u32) -> Option<()> {
     ev.ifindex = unsafe { sw_dev_ifindex(dev) };
     ev.len = len as u32;
     ev.sk_netns = unsafe { sw_sk_netns(sk) };
-    submit_value(EventKind::NetFlow, &ev);
+    submit_value(EventKind::NetFlow, &mut ev);
     Some(())
 }
 

@@ -13,7 +13,7 @@ use sandbox_watch_common::{
     DNS_MAX, EventKind, NET_BIND, NET_CONNECT, NET_DNS, NET_LISTEN, NetEvent, SOCKADDR_MAX,
 };
 
-use super::syscall::{RET, arg, remember, syscall_programs, take};
+use super::syscall::{RET, arg, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, SOCK_DGRAM};
@@ -99,25 +99,20 @@ fn send(base: *mut u8, ev: &NetEvent) {
 
 // ---- connect ----
 
-#[tracepoint(category = "syscalls", name = "sys_enter_connect")]
-pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
-    let tgid = current_tgid();
-    if !is_traced(tgid) {
-        return 0;
-    }
-    remember(arg(&ctx, 0) as i64, arg(&ctx, 1), 0, 0, arg(&ctx, 2) as u32);
-    0
-}
-
 #[tracepoint(category = "syscalls", name = "sys_exit_connect")]
 pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
-    let Some(p) = take() else { return 0 };
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    // connect(fd, addr, addrlen), from the registers saved at the entry.
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0);
     let Some((base, ev, tail)) = event(NET_CONNECT) else {
         return 0;
     };
-    socket(ev, p.dirfd as u32);
-    let n = sockaddr(ev, tail, p.name, p.flags as u64);
+    socket(ev, a[0] as u32);
+    let n = sockaddr(ev, tail, a[1], a[2] & 0xffff_ffff);
     if ev.family == AF_UNIX as u32 {
         ev.tail_len = n;
     }
@@ -129,23 +124,26 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
 // ---- listen and UDP servers ----
 
 syscall_programs! {
-    sys_enter_listen(ctx) => { remember(arg(&ctx, 0) as i64, 0, 0, 0, 0); 0 };
     sys_exit_listen(ctx) => { local_endpoint(&ctx, NET_LISTEN); 0 };
-    sys_enter_bind(ctx) => { remember(arg(&ctx, 0) as i64, 0, 0, 0, 0); 0 };
     sys_exit_bind(ctx) => { local_endpoint(&ctx, NET_BIND); 0 };
 }
 
-/// A successful listen, or bind of a datagram socket: reports its local address.
+/// A successful listen, or bind of a datagram socket: reports its local address. The socket's
+/// descriptor is the first argument, read from the registers saved at the entry.
 #[inline(always)]
 fn local_endpoint(ctx: &TracePointContext, op: u32) {
-    let Some(p) = take() else { return };
+    if !is_traced(current_tgid()) {
+        return;
+    }
     if unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1) != 0 {
         return;
     }
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let Some((base, ev, _)) = event(op) else {
         return;
     };
-    let sk = socket(ev, p.dirfd as u32);
+    let sk = socket(ev, a[0] as u32);
     if sk.is_null() || (op == NET_BIND && ev.sock_type != SOCK_DGRAM) {
         return;
     }

@@ -887,7 +887,11 @@ mod tests {
         assert_eq!(kinds.len(), EventKind::ALL.len(), "{kinds:?}");
         assert!(kinds.contains(&EventKind::Link) && kinds.contains(&EventKind::OpenFailed));
         assert!(kinds.contains(&EventKind::Output) && kinds.contains(&EventKind::ExecFailed));
-        for k in [EventKind::NetConn, EventKind::NetConnEnd, EventKind::NetFlow] {
+        for k in [
+            EventKind::NetConn,
+            EventKind::NetConnEnd,
+            EventKind::NetFlow,
+        ] {
             assert!(kinds.contains(&k), "{k:?} missing from {kinds:?}");
         }
     }

@@ -132,7 +132,7 @@ const PROGRAMS: &[Program] = &[
     sys("sys_exit_renameat2", "renameat2"),
     sys("sys_exit_symlink", "symlink"), sys("sys_exit_symlinkat", "symlinkat"),
     sys("sys_exit_link", "link"), sys("sys_exit_linkat", "linkat"),
-    sys("sys_enter_connect", "connect"), sys("sys_exit_connect", "connect"),
+    sys("sys_exit_connect", "connect"),
     sys("sys_exit_listen", "listen"),
     sys("sys_exit_bind", "UDP server bind"),
     sys("sys_enter_sendto", "DNS over sendto"),

@@ -554,17 +554,17 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 t.caller_netns.unwrap_or(0)
             ));
         }
-        out.push(Violation {
-            kind: ViolationKind::Tamper,
-            pid: Some(t.pid),
-            summary: clean(&format!(
+        out.push(Violation::new(
+            ViolationKind::Tamper,
+            Some(t.pid),
+            clean(&format!(
                 "pid {} connected to {} (net namespace {}) while {}: a racing caller",
                 t.pid,
                 dest(&t.addr, t.port),
                 t.netns.unwrap_or(0),
                 what.join(" and ")
             )),
-        });
+        ));
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
