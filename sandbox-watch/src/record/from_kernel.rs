@@ -649,6 +649,7 @@ mod tests {
                 pid,
                 ktime_ns: 1,
                 start_ns: 1,
+                seq: 0,
             },
             op: ConnOp::Out,
             family: 2,
