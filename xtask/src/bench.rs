@@ -373,7 +373,6 @@ enum Cond {
     Strace,
     Bpftrace,
     Auditd,
-    Floor,
 }
 
 impl Cond {
@@ -388,7 +387,6 @@ impl Cond {
             Cond::Strace => "strace",
             Cond::Bpftrace => "bpftrace",
             Cond::Auditd => "auditd",
-            Cond::Floor => "floor",
         }
     }
 
@@ -403,7 +401,6 @@ impl Cond {
             Cond::Strace => "strace -f",
             Cond::Bpftrace => "bpftrace",
             Cond::Auditd => "auditd",
-            Cond::Floor => "floor (no-op tp)",
         }
     }
 }
