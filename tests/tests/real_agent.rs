@@ -591,10 +591,13 @@ fn key_first_checks(c: &mut Checks, cap: &Capture, key: &str) {
                 .unwrap_or("")
                 .contains(" ran in net namespace ")
     };
+    // Acts on the monitor come first (README's rank 0): `ps aux` reads the monitor's environ
+    // too, a `tamper` finding of its own.
+    let on_the_monitor = |v: &Value| v["kind"] == "tamper";
     c.check(
-        "the ~/.ssh/id_rsa read is the first finding after the processes that ran outside \
-         (nothing else, no environ read, before it)",
-        at.is_some_and(|i| all[..i].iter().all(ran_outside)),
+        "the ~/.ssh/id_rsa read is the first finding after the acts on the monitor and the \
+         processes that ran outside (nothing else, no environ read, before it)",
+        at.is_some_and(|i| all[..i].iter().all(|v| on_the_monitor(v) || ran_outside(v))),
         || {
             format!(
                 "at {at:?} of {}: {:#?}",
