@@ -899,14 +899,21 @@ fn codex_in_its_own_sandbox() {
         .iter()
         .filter(|f| f["path"] == bashrc.as_str() && f["op"] != "read")
         .collect();
+    // Codex's workspace-write policy lets the sandbox write /tmp: with the tree (and so the
+    // session's HOME) under /tmp the append goes through, elsewhere it is refused. Either way
+    // the report must say what the kernel did, by the sandboxed process.
+    let refused = code("bashrc") != 0;
     c.check(
-        "the sandbox refused the .bashrc append (read-only HOME), and the report has the refused write",
-        code("bashrc") != 0
-            && at_bashrc.iter().any(|f| f["result"].is_string() && f["pid"].as_i64().is_some_and(|p| sandboxed.contains(&p))),
+        "the .bashrc append is in the report as the sandbox decided it: refused (read-only \
+         HOME) with its error, or written when HOME is under /tmp",
+        at_bashrc.iter().any(|f| {
+            f["result"].is_string() == refused
+                && f["pid"].as_i64().is_some_and(|p| sandboxed.contains(&p))
+        }),
         || format!("exit {}; entries {at_bashrc:#?}", code("bashrc")),
     );
     c.check(
-        "a refused persistence write is a finding (tried to write ~/.bashrc)",
+        "the persistence write, refused or not, is a finding naming ~/.bashrc",
         cap.violations("persistence")
             .iter()
             .any(|v| v["summary"].as_str().unwrap_or("").contains(&bashrc)),
