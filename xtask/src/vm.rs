@@ -82,6 +82,19 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "net_kernel",
+        &[
+            "io_uring_connects_inline_in_io_wq_and_sqpoll_are_connects_with_the_kernels_destination",
+            "fastopen_sendto_and_sendmsg_are_connects",
+            "udp_datagrams_to_any_port_are_one_send_entry_with_the_kernels_counts",
+            "raw_icmp_is_a_send_entry",
+            "setns_back_to_the_host_then_io_uring_udp_is_outside",
+            "an_accepted_inbound_connection_has_the_dialers_address_and_port",
+            "a_sockaddr_rewritten_during_connect_is_recorded_where_it_went_and_flagged",
+            "a_descriptor_swapped_during_connect_keeps_the_kernels_socket_namespace",
+        ],
+    ),
+    (
         "file_truth",
         &[
             "a_key_read_through_a_hard_link_is_a_credential_read",

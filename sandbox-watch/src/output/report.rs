@@ -79,7 +79,8 @@ pub struct ProbeInfo {
 pub const NOT_WATCHED: &[&str] = &[
     "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
-    "UDP datagrams other than DNS questions to port 53, and the data of any connection",
+    "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from sendto/sendmsg/sendmmsg only)",
+    "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data and addresses",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
 ];
 
@@ -354,6 +355,8 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    /// Connects raced by their callers (`net_tamper` records).
+    pub tampers: Vec<crate::record::NetTamper>,
     pub packages: Vec<Package>,
     pub git: Git,
     pub redactions: u64,
@@ -512,6 +515,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     if !policy.is_empty() {
         for n in &parts.network {
             if n.op == NetOp::Listen
+                || n.op == NetOp::Accept
                 || n.proto == "unix"
                 || policy_allows(policy, &parts.network, n)
             {
@@ -529,6 +533,38 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 ),
             ));
         }
+    }
+    for t in &parts.tampers {
+        let dest = |a: &Option<String>, p: Option<u16>| match (a, p) {
+            (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+            (Some(a), Some(p)) => format!("{a}:{p}"),
+            (Some(a), None) => a.clone(),
+            _ => "?".into(),
+        };
+        let mut what = Vec::new();
+        if t.caller_addr != t.addr || t.caller_port != t.port {
+            what.push(format!(
+                "its sockaddr read {} when connect returned",
+                dest(&t.caller_addr, t.caller_port)
+            ));
+        }
+        if t.fd_swapped {
+            what.push(format!(
+                "its descriptor named another socket (net namespace {}) when connect returned",
+                t.caller_netns.unwrap_or(0)
+            ));
+        }
+        out.push(Violation::new(
+            ViolationKind::Tamper,
+            Some(t.pid),
+            clean(&format!(
+                "pid {} connected to {} (net namespace {}) while {}: a racing caller",
+                t.pid,
+                dest(&t.addr, t.port),
+                t.netns.unwrap_or(0),
+                what.join(" and ")
+            )),
+        ));
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
@@ -665,6 +701,15 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
                 && d.addr == n.addr
                 && policy.allows_dns(d.name.as_deref().unwrap_or(""), addr)
         })
+    {
+        return true;
+    }
+    // The datagrams that carried DNS questions: the questions are judged, each on its own.
+    if n.op == NetOp::Send
+        && n.port == Some(53)
+        && network
+            .iter()
+            .any(|d| d.op == NetOp::Dns && d.pid == n.pid && d.addr == n.addr)
     {
         return true;
     }
@@ -1221,6 +1266,7 @@ mod tests {
                 processes: vec![],
                 files,
                 network: vec![],
+                tampers: vec![],
                 packages: vec![],
                 git: Git::default(),
                 redactions: 0,

@@ -82,6 +82,11 @@ pub enum NetOp {
     Listen,
     /// A DNS question sent.
     Dns,
+    /// A TCP connection that arrived on a traced listener (`addr`/`port`: the peer).
+    Accept,
+    /// Datagrams or packets sent (UDP to any port, raw, ICMP, AF_PACKET): one entry per flow,
+    /// from the packets themselves, with `packets` and `bytes`.
+    Send,
 }
 
 impl NetOp {
@@ -90,6 +95,8 @@ impl NetOp {
             NetOp::Connect => "connect",
             NetOp::Listen => "listen",
             NetOp::Dns => "dns",
+            NetOp::Accept => "accept",
+            NetOp::Send => "send",
         }
     }
 
@@ -99,6 +106,8 @@ impl NetOp {
     pub fn ocsf(self, result: &str) -> (u64, u64, &'static str, Option<u64>) {
         match self {
             NetOp::Dns => (4003, 1, "Query", None),
+            NetOp::Accept => (4001, 1, "Open", Some(1)),
+            NetOp::Send => (4001, 6, "Traffic", Some(1)),
             NetOp::Listen => (4001, 7, "Listen", Some(if result == "ok" { 1 } else { 2 })),
             NetOp::Connect => match result {
                 "ok" => (4001, 1, "Open", Some(1)),
@@ -164,8 +173,9 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
-    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), or records were
-    /// taken from it.
+    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), records were
+    /// taken from it, or a caller raced the kernel (what its memory said is not what the
+    /// kernel did).
     Tamper,
     /// `--otlp`: records not delivered to the collector by the end.
     Export,
@@ -214,7 +224,13 @@ mod tests {
         for op in [Op::Read, Op::Write, Op::Create, Op::Delete, Op::Rename] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
-        for op in [NetOp::Connect, NetOp::Listen, NetOp::Dns] {
+        for op in [
+            NetOp::Connect,
+            NetOp::Listen,
+            NetOp::Dns,
+            NetOp::Accept,
+            NetOp::Send,
+        ] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
         for v in [Verdict::Inside, Verdict::Outside] {

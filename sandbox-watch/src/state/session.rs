@@ -110,6 +110,14 @@ impl Session {
                 .network
                 .result(&text(), r)
                 .map_or(Applied::Other, Applied::Net),
+            Record::NetTamper(t) => {
+                self.network.tampers.push(t.clone());
+                Applied::Other
+            }
+            Record::FlowCount(c) => self
+                .network
+                .flow_count(c)
+                .map_or(Applied::Other, Applied::Net),
             Record::FileCount(c) => self
                 .files
                 .count(c)
@@ -256,6 +264,7 @@ impl Session {
                 processes,
                 files,
                 network,
+                tampers: self.network.tampers.clone(),
                 packages,
                 git,
                 redactions: end.map_or(0, |e| e.redactions),
