@@ -271,6 +271,8 @@ impl Capture {
                 userns: None,
                 cgroup_id: None,
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
+                tool_call: Default::default(),
+                after_step: false,
             };
             self.emit(self.started_ns, Record::Process(entry));
         }
@@ -549,6 +551,7 @@ impl Capture {
                 violation: Some(v.kind),
                 pid: v.pid,
                 summary: v.summary.clone(),
+                tool_call: v.tool_call.clone(),
             };
             self.emit(end_ns, Record::Violation(v));
         }

@@ -107,6 +107,15 @@ pub(super) fn conclude(
     report: &report::Report,
     code: u8,
 ) -> crate::error::Result<u8> {
+    let mut reconciled;
+    let report = match &args.transcript {
+        Some(option) => {
+            reconciled = report.clone();
+            crate::judge::transcript::apply(&mut reconciled, option);
+            &reconciled
+        }
+        None => report,
+    };
     if let Some(path) = &args.report {
         // Streamed: a report of a million entries is never one string in memory.
         let write = || -> std::io::Result<()> {

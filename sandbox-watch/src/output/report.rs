@@ -8,6 +8,7 @@ use crate::judge::netpolicy::Policy;
 use crate::record::{NetOp, Op, Verdict, ViolationKind};
 use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
+use crate::state::tool_calls::{ToolCallEntry, ToolCallRef};
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
 
@@ -29,6 +30,13 @@ pub struct Report {
     pub log: Option<LogInfo>,
     /// How many argv values were replaced by `[REDACTED]`.
     pub redactions: u64,
+    /// The agent's steps: one per direct child of the agent process (see `state::tool_calls`).
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallEntry>,
+    /// `--transcript`: what the agent's own transcript declares that was not seen, and the
+    /// other way round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<crate::judge::transcript::TranscriptInfo>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -133,6 +141,13 @@ pub struct ProcessEntry {
     /// An integer: floats print differently across languages, and log lines are hashed.
     #[serde(default)]
     pub duration_ms: u64,
+    /// The tool call it is under (see `state::tool_calls`): a step's id, or null for the agent
+    /// itself; not in the log's records (the session works it out).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
+    /// It ran this program after its step's own process had ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_step: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -140,6 +155,9 @@ pub struct Violation {
     pub kind: ViolationKind,
     pub pid: Option<u32>,
     pub summary: String,
+    /// The tool call it happened under (null: the agent itself, or none).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -169,6 +187,7 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    pub tool_calls: Vec<ToolCallEntry>,
     pub redactions: u64,
 }
 
@@ -183,6 +202,30 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         Verdict::Inside
     };
     let violations = violations(&p, lost, policy);
+    let mut tool_calls = p.tool_calls;
+    for t in &mut tool_calls {
+        let under = |r: &ToolCallRef| r.id() == Some(t.id.as_str());
+        t.processes = p
+            .processes
+            .iter()
+            .filter(|e| under(&e.tool_call) && !e.fork_only)
+            .count() as u64;
+        let files = p
+            .files
+            .iter()
+            .filter(|f| under(&f.tool_call) && f.result.is_none());
+        let (read, changed): (Vec<&FileEntry>, Vec<&FileEntry>) =
+            files.partition(|f| f.op == Op::Read);
+        t.files_changed = changed.iter().filter(|f| !not_a_file(f)).count() as u64;
+        t.files_read = read.len() as u64;
+        t.connections = p
+            .network
+            .iter()
+            .filter(|n| under(&n.tool_call) && n.op == NetOp::Connect)
+            .map(|n| n.count)
+            .sum();
+        t.violations = violations.iter().filter(|v| under(&v.tool_call)).count() as u64;
+    }
     Report {
         schema: SCHEMA.into(),
         coverage: Coverage {
@@ -205,6 +248,8 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         violations,
         log: None,
         redactions: p.redactions,
+        tool_calls,
+        transcript: None,
     }
 }
 
@@ -218,6 +263,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         out.push(Violation {
             kind: ViolationKind::Outside,
             pid: Some(p.pid),
+            tool_call: p.tool_call.clone(),
             summary: format!(
                 "pid {} `{}` ran in net namespace {}, not the agent's {}",
                 p.pid,
@@ -265,6 +311,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         out.push(Violation {
             kind: ViolationKind::Credential,
             pid: Some(f.pid),
+            tool_call: f.tool_call.clone(),
             summary,
         });
     }
@@ -276,6 +323,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         out.push(Violation {
             kind: ViolationKind::Outside,
             pid: Some(n.pid),
+            tool_call: n.tool_call.clone(),
             summary: format!(
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
@@ -297,6 +345,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             out.push(Violation {
                 kind: ViolationKind::Network,
                 pid: Some(n.pid),
+                tool_call: n.tool_call.clone(),
                 summary: format!(
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
@@ -326,7 +375,27 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         out.push(Violation {
             kind: ViolationKind::Persistence,
             pid: Some(f.pid),
+            tool_call: f.tool_call.clone(),
             summary,
+        });
+    }
+    // A step's processes acting after the step's own process ended: its first such effect.
+    for t in &parts.tool_calls {
+        let Some(first) = &t.first_after_step else {
+            continue;
+        };
+        let more = match t.after_step {
+            0 | 1 => String::new(),
+            n => format!(" ({n} effects after it)"),
+        };
+        out.push(Violation {
+            kind: ViolationKind::Outlived,
+            pid: Some(first.pid),
+            tool_call: ToolCallRef::Step(t.id.clone()),
+            summary: format!(
+                "pid {} {} after step {} (pid {}) had ended{more}",
+                first.pid, first.what, t.id, t.pid
+            ),
         });
     }
     if lost > 0 {
@@ -334,6 +403,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         out.push(Violation {
             kind: ViolationKind::Lost,
             pid: None,
+            tool_call: ToolCallRef::Agent,
             summary: format!(
                 "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
                 by.join(", ")
@@ -355,6 +425,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         out.push(Violation {
             kind: ViolationKind::Leftover,
             pid: Some(p.pid),
+            tool_call: p.tool_call.clone(),
             summary: format!(
                 "pid {} `{}` was still running when the capture ended",
                 p.pid,
@@ -422,7 +493,7 @@ impl Report {
             Some(v) => format!(
                 "**{}**: {}",
                 v.kind.as_str().to_uppercase(),
-                no_html(&clean(&v.summary))
+                self.finding(v)
             ),
             None => "no violations".to_string(),
         };
@@ -491,6 +562,28 @@ impl Report {
                 program(p)
             ))
         ));
+        if !self.tool_calls.is_empty() {
+            let failed = self
+                .tool_calls
+                .iter()
+                .filter(|t| t.exit_code.is_some_and(|c| c != 0) || t.signal.is_some())
+                .count();
+            let outlived: Vec<String> = self
+                .tool_calls
+                .iter()
+                .filter(|t| t.after_step > 0)
+                .map(|t| format!("step {}", t.id))
+                .collect();
+            s.push_str(&format!(
+                "- **Tool calls**: {} ({failed} failed){}\n",
+                self.tool_calls.len(),
+                if outlived.is_empty() {
+                    String::new()
+                } else {
+                    format!("; acted after their step ended: {}", outlived.join(", "))
+                }
+            ));
+        }
         // Distinct paths; a folded entry stands for `folded` files of its directory.
         let count = |op: Op| {
             let files = self
@@ -568,6 +661,31 @@ impl Report {
             ));
         }
         s.push_str(&self.network_line());
+        if let Some(t) = &self.transcript {
+            // Nothing of the transcript's own text: it is the agent's.
+            s.push_str(&format!(
+                "- **Transcript**: {} declared, {} not seen, undeclared tool calls: {}{}\n",
+                t.declared,
+                t.unobserved.len(),
+                if t.undeclared.is_empty() {
+                    "none".to_string()
+                } else {
+                    t.undeclared
+                        .iter()
+                        .map(|id| format!("step {}", clean(id)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                if t.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} problem(s) reading it: see the report)",
+                        t.problems.len()
+                    )
+                }
+            ));
+        }
         let left: Vec<String> = self
             .processes
             .iter()
@@ -586,6 +704,15 @@ impl Report {
                 format!("; not seen: {}", self.probe.gaps.join("; "))
             }
         ));
+        if !self.violations.is_empty() {
+            s.push_str("- **Findings**:\n");
+            for v in self.violations.iter().take(20) {
+                s.push_str(&format!("  - {}: {}\n", v.kind.as_str(), self.finding(v)));
+            }
+            if self.violations.len() > 20 {
+                s.push_str(&format!("  - and {} more\n", self.violations.len() - 20));
+            }
+        }
         if let Some(log) = &self.log {
             s.push_str(&format!(
                 "- **Log**: `{}` ({} records, head `{}`)\n",
@@ -599,6 +726,24 @@ impl Report {
 }
 
 impl Report {
+    /// A violation as the summary says it: with the step it happened under ("step 2 `cat
+    /// ~/.ssh/id_rsa`: pid 9 read credential …"), or "the agent itself" when there are steps
+    /// and it was none of them.
+    fn finding(&self, v: &Violation) -> String {
+        let text = no_html(&clean(&v.summary));
+        let step = v
+            .tool_call
+            .id()
+            .and_then(|id| self.tool_calls.iter().find(|t| t.id == id));
+        match (step, &v.tool_call) {
+            (Some(t), _) => format!("{}: {text}", no_html(&t.name())),
+            (None, ToolCallRef::Agent) if !self.tool_calls.is_empty() && v.pid.is_some() => {
+                format!("the agent itself: {text}")
+            }
+            _ => text,
+        }
+    }
+
     /// Destinations (connects that worked), refusals and failures, listeners left, DNS names.
     fn network_line(&self) -> String {
         use crate::state::network::destination;
@@ -734,6 +879,7 @@ mod tests {
                 processes: vec![],
                 files,
                 network: vec![],
+                tool_calls: vec![],
                 redactions: 0,
             },
             &Policy::new(vec![]),

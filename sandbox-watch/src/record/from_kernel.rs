@@ -105,6 +105,10 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         result: None,
         link_to: None,
         link: None,
+        tool_call: Default::default(),
+        after_step: false,
+        declared: None,
+        declared_by: None,
     }
 }
 
@@ -289,6 +293,8 @@ pub fn net(sockets: &mut Sockets, n: &Net, at: &str, agent_netns: Option<u64>) -
         last_at: at.to_string(),
         listening_at_end: (op == NetOp::Listen).then_some(false),
         socket,
+        tool_call: Default::default(),
+        after_step: false,
     }))
 }
 

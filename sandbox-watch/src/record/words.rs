@@ -157,6 +157,12 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
+    /// A step's process acted after the step's own process had ended (a `nohup`, `setsid` or
+    /// `&` leftover that wrote, connected or ran a program later).
+    Outlived,
+    /// A credential, persistence, outside or network finding under a step the agent's
+    /// transcript does not declare (`--transcript`).
+    Undeclared,
 }
 
 impl ViolationKind {
@@ -167,6 +173,8 @@ impl ViolationKind {
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
+        ViolationKind::Outlived,
+        ViolationKind::Undeclared,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -177,6 +185,8 @@ impl ViolationKind {
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
+            ViolationKind::Outlived => "outlived",
+            ViolationKind::Undeclared => "undeclared",
         }
     }
 

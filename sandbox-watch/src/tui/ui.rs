@@ -656,10 +656,16 @@ fn build_row(
             let a = app.alerts.get(key)?;
             let style = match a.kind {
                 AlertKind::Violation(
-                    ViolationKind::Outside | ViolationKind::Network | ViolationKind::Credential,
+                    ViolationKind::Outside
+                    | ViolationKind::Network
+                    | ViolationKind::Credential
+                    | ViolationKind::Undeclared,
                 ) => theme.bad(),
                 AlertKind::Violation(
-                    ViolationKind::Persistence | ViolationKind::Lost | ViolationKind::Leftover,
+                    ViolationKind::Persistence
+                    | ViolationKind::Lost
+                    | ViolationKind::Leftover
+                    | ViolationKind::Outlived,
                 ) => theme.warn(),
                 AlertKind::Gap => Style::new(),
             };
