@@ -167,6 +167,8 @@ pub mod abi {
     /// `file->f_mode`: opened for writing; the open created the file.
     pub const FMODE_WRITE: u32 = 0x2;
     pub const FMODE_CREATED: u32 = 0x10_0000;
+    /// `file->f_mode` of an O_PATH descriptor (the same on 6.1 and 6.18): no read, no write.
+    pub const FMODE_PATH: u32 = 0x4000;
     /// Open flags (x86-64 and the generic ones: the values are the same on arm64).
     pub const O_ACCMODE: u32 = 0o3;
     pub const O_WRONLY: u32 = 0o1;
@@ -293,7 +295,10 @@ pub struct FileEvent {
     pub new_path_len: u32,
     /// Syscall result for unlink/rename and failed opens (0 or -errno); 0 for opens.
     pub result: i32,
-    pub _pad: u32,
+    /// `inode->i_generation` (opens): with `dev` and `ino`, one file over time.
+    pub generation: u32,
+    /// The name an open used (see [`ReadKey::name_key`]); 0 for other records.
+    pub name_key: u64,
 }
 
 /// Space after [`FileEvent`] for its tail: two paths of `PATH_MAX + NAME_MAX`.
@@ -351,10 +356,25 @@ pub struct ReadKey {
     pub tgid: u32,
     pub dev: u32,
     pub ino: u64,
+    /// The process's start (pids are reused).
+    pub start_ns: u64,
+    /// `inode->i_generation` (inode numbers are reused).
+    pub generation: u32,
+    pub _pad: u32,
+    /// The name used: the dentry's name hash and length, its parent and the mount, mixed. A
+    /// second path to one inode (a hard link, a bind mount) is a read of its own.
+    pub name_key: u64,
 }
 
-/// Value in `READS` that means: report every open of this inode (a credential file).
-pub const ALWAYS_REPORT: u64 = u64::MAX;
+/// Key of `ALWAYS` (inodes whose every open is sent: credentials, found by path or registered
+/// at start by their inode): the superblock's dev and the inode number.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InodeKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+}
 
 /// Names of the globals the userspace sets at load time.
 pub mod globals {
@@ -372,5 +392,6 @@ mod user {
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for FileEvent {}
     unsafe impl aya::Pod for ReadKey {}
+    unsafe impl aya::Pod for InodeKey {}
     unsafe impl aya::Pod for NetEvent {}
 }

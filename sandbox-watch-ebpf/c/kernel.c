@@ -175,6 +175,23 @@ SW_INLINE u64 sw_inode_ino(void *inode)
 	return BPF_CORE_READ((struct inode *)inode, i_ino);
 }
 
+SW_INLINE u32 sw_inode_generation(void *inode)
+{
+	return BPF_CORE_READ((struct inode *)inode, i_generation);
+}
+
+// The name an open used, without walking it: the dentry's name (hash and length), its parent
+// dentry and the mount, mixed into one number. Two paths to one inode (hard links, bind
+// mounts) differ in at least one of them; a reopen by the same name does not.
+SW_INLINE u64 sw_file_name_key(void *file)
+{
+	struct file *f = file;
+	u64 hash_len = BPF_CORE_READ(f, f_path.dentry, d_name.hash_len);
+	u64 parent = (u64)BPF_CORE_READ(f, f_path.dentry, d_parent);
+	u64 mnt = (u64)BPF_CORE_READ(f, f_path.mnt);
+	return hash_len ^ (parent * 0x9E3779B97F4A7C15ull) ^ (mnt << 17 | mnt >> 47);
+}
+
 SW_INLINE u32 sw_file_mode(void *file)
 {
 	return BPF_CORE_READ((struct file *)file, f_mode);

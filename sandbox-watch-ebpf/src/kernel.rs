@@ -26,6 +26,8 @@ unsafe extern "C" {
     pub fn sw_file_inode(file: Ptr) -> Ptr;
     pub fn sw_inode_dev(inode: Ptr) -> u32;
     pub fn sw_inode_ino(inode: Ptr) -> u64;
+    pub fn sw_inode_generation(inode: Ptr) -> u32;
+    pub fn sw_file_name_key(file: Ptr) -> u64;
     pub fn sw_file_flags(file: Ptr) -> u32;
     pub fn sw_file_sock(file: Ptr) -> Ptr;
     pub fn sw_file_sock_type(file: Ptr) -> u32;

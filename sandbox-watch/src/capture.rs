@@ -162,6 +162,34 @@ impl Capture {
         }
     }
 
+    /// Knows the rules' files that exist now by their inode (see `judge::identity`): every
+    /// open of a credential's inode is sent by the kernel from the start, whatever its path.
+    pub fn know_inodes(&mut self, roots: &crate::judge::identity::Roots) {
+        let inodes = crate::judge::identity::inodes(&self.classifier, roots);
+        let credentials: Vec<(u32, u64)> = inodes
+            .iter()
+            .filter(|(_, rule)| rule.credential)
+            .map(|(key, _)| *key)
+            .collect();
+        log::debug!(
+            "{} rule files known by their inode ({} credentials)",
+            inodes.len(),
+            credentials.len()
+        );
+        self.classifier.set_inodes(inodes);
+        for (dev, ino) in credentials {
+            self.always_report(dev, ino);
+        }
+    }
+
+    /// Makes the kernel send every open of this inode (a credential). Should its table be full,
+    /// the further opens are counted instead (as a plain read's): nothing is lost.
+    fn always_report(&mut self, dev: u32, ino: u64) {
+        if let Err(e) = self.probe.always_report(dev, ino) {
+            log::warn!("the kernel's table of credential inodes refused one: {e}");
+        }
+    }
+
     /// One record: through the session, then (unless the session says it adds nothing) to
     /// the evidence log, and as OCSF to `--ocsf` and to the TUI, both with the log's `seq`
     /// and `hash` so each event leads back to its line.
@@ -241,6 +269,7 @@ impl Capture {
             allow_net_resolved: self.allow_net_resolved.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             schema: Some(crate::replay::LOG_SCHEMA.to_string()),
+            session_id: Some(crate::output::evidence::new_session_id()),
         };
         self.emit(self.started_ns, Record::Start(start));
         let now = self.clock.boot_now();
@@ -345,17 +374,20 @@ impl Capture {
                     tgid: h.tgid,
                     dev: open.dev,
                     ino: open.ino,
+                    start_ns: h.start_ns,
+                    generation: open.generation,
+                    _pad: 0,
+                    name_key: open.name_key,
                 };
                 let applied = self.emit(at, Record::File(entry));
                 if read && credential {
-                    // The kernel must report every further open of this inode.
-                    self.probe.always_report(key);
+                    // The kernel must send every further open of this inode.
+                    self.always_report(open.dev, open.ino);
                 }
-                if read
-                    && !credential
-                    && let Applied::File(Added::New(i) | Added::Folded(i)) = applied
-                {
-                    self.reads.track(h.tgid, h.start_ns, open.dev, open.ino, i);
+                if read && let Applied::File(Added::New(i) | Added::Folded(i)) = applied {
+                    // Opens the kernel counted before it was told to send them all are kept
+                    // under this key: collected like any plain read's.
+                    self.reads.track(key, i);
                 }
             }
             Event::Net(net) => {
@@ -450,6 +482,18 @@ impl Capture {
                         self.ended_by = "no traced process is left".into();
                         break;
                     }
+                    // A process seeded from /proc that ended before its tgid was in the traced
+                    // set left no exit record: once a second, end if every process the records
+                    // call alive is gone or a zombie (the records still in the ring are drained
+                    // below, so an exit on its way is not lost).
+                    if ends.when_empty
+                        && ticks.is_multiple_of(10)
+                        && self.session.processes.live_pids().all(|pid| !running_in_proc(pid))
+                    {
+                        self.ended_by =
+                            "no traced process is left (one ended before the capture saw it)".into();
+                        break;
+                    }
                     if ends.container.as_ref().is_some_and(|c| c.finished()) {
                         self.ended_by = "the container's cgroup is empty or gone".into();
                         break;
@@ -505,6 +549,20 @@ impl Capture {
                 sha256_skipped,
             };
             self.emit(end_ns, Record::FileHash(h));
+        }
+        // Git refs moved and package manifests made: what they held at the end.
+        let files = &self.session.files.entries;
+        let refs = crate::state::git::updated_refs(files);
+        let manifests = crate::state::packages::manifests(files);
+        for (path, updates) in refs {
+            let (r, redacted) = crate::state::git::read_ref(&path, updates);
+            self.redactions += redacted as u64;
+            self.emit(end_ns, Record::GitRef(r));
+        }
+        for path in manifests {
+            let (m, redacted) = crate::state::packages::read_meta(&path);
+            self.redactions += redacted as u64;
+            self.emit(end_ns, Record::PackageMeta(m));
         }
         let listening: Vec<Listening> = self
             .session
@@ -605,4 +663,14 @@ impl Capture {
             },
         }
     }
+}
+
+/// Whether `pid` runs, as /proc says: not gone, not a zombie, not dead.
+fn running_in_proc(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .is_ok_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
 }

@@ -17,7 +17,13 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => cli::run(a),
         Some(Command::Attach(a)) => cli::attach(a),
         Some(Command::Container(a)) => cli::container(a),
-        Some(Command::Verify { log }) => Ok(cli::verify(&log)),
+        Some(Command::Verify {
+            otlp_json: Some(file),
+            log,
+        }) => Ok(cli::verify_otlp_json(&file, log.as_deref())),
+        Some(Command::Verify { log: Some(log), .. }) => Ok(cli::verify(&log)),
+        Some(Command::Verify { log: None, .. }) => unreachable!("clap requires LOG or --otlp-json"),
+        Some(Command::Ship(a)) => cli::ship(a),
         Some(Command::Replay(a)) => cli::replay(a),
     };
     match result {

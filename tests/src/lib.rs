@@ -131,10 +131,31 @@ pub fn run(extra: &[&str], cmd: &[&str]) -> Run {
 }
 
 pub fn run_in(dir: tempfile::TempDir, extra: &[&str], cmd: &[&str]) -> Run {
+    run_in_env(dir, &[], extra, cmd)
+}
+
+/// `run`, with HOME set for sandbox-watch (and so for the agent): the home whose credential
+/// and persistence files are known by their inode from the start.
+pub fn run_home(home: &Path, extra: &[&str], cmd: &[&str]) -> Run {
+    run_in_env(
+        tempfile::tempdir().unwrap(),
+        &[("HOME", home.as_os_str())],
+        extra,
+        cmd,
+    )
+}
+
+pub fn run_in_env(
+    dir: tempfile::TempDir,
+    envs: &[(&str, &std::ffi::OsStr)],
+    extra: &[&str],
+    cmd: &[&str],
+) -> Run {
     require_root();
     let report = dir.path().join("report.json");
     let log = dir.path().join("log.jsonl");
     let output = command()
+        .envs(envs.iter().copied())
         .args(["run", "--headless", "--linger", "0.3"])
         .arg("--report")
         .arg(&report)

@@ -243,7 +243,7 @@ fn wait(child: &mut std::process::Child, secs: u64) -> std::process::Output {
 
 #[test]
 fn resolution_by_full_id_short_id_and_cgroup_path() {
-    let c = Runc::start(&unique("d4e5f6"), "sleep 30");
+    let c = Runc::start(&unique("d4e5f6"), "sleep 600");
     let mount = cgroup2_mount();
     let absolute = mount
         .join(c.cgroup().trim_start_matches('/'))
@@ -281,8 +281,8 @@ fn resolution_by_full_id_short_id_and_cgroup_path() {
 #[test]
 fn unknown_and_ambiguous_ids_are_usage_errors() {
     let base = unique("e7f8");
-    let a = Runc::start(&format!("{base}aa"), "sleep 30");
-    let b = Runc::start(&format!("{base}bb"), "sleep 30");
+    let a = Runc::start(&format!("{base}aa"), "sleep 600");
+    let b = Runc::start(&format!("{base}bb"), "sleep 600");
     let out = sandbox_watch(&["container", "--headless", &base]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

@@ -406,6 +406,162 @@ fn planted_secrets_never_reach_an_output() {
     assert!(outputs[2].contains("[REDACTED]"));
 }
 
+/// A word as a POSIX shell reads it back: single-quoted.
+fn quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+#[test]
+fn the_forms_that_leaked_in_issue_16_reach_no_output_and_the_rest_is_kept() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // Programs the rules know (or do not know) by name: all /bin/true here, found in PATH.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for name in ["tool", "vendortool", "ftpsync", "mysql", "curl", "ssh"] {
+        std::os::unix::fs::symlink("/bin/true", bin.join(name)).unwrap();
+    }
+    let cwd_file = dir.path().join("cwd");
+    let secrets = [
+        "PLANTEDapikey6x",
+        "PLANTEDdict7x",
+        "PLANTEDpw8x",
+        "Pl4nted!P9x",
+        "PLANTEDuserpass10",
+        "q3Vn8Zr+Lk2pXw7Tb5Hy0Ms4Jd9Fc6Ga1Ue/NoRi",
+        "PLANTEDbt11x",
+        "sk-ant-api03-PLANTEDclaude12xxxxxxxxxxxxxxxxxxxxx",
+    ];
+    let [api, dict, pw, unknown_p, user_pass, aws, backtick, bearer] = secrets;
+    // Each command as it runs (its argv), in the order of issue 16.
+    let commands: Vec<Vec<String>> = [
+        vec!["python3", "-c", &format!("import sys; args = ['tool', '--api-key={api}']")],
+        vec!["python3", "-c", &format!("h = {{'Authorization': 'token {dict}', 'Accept': 'x'}}")],
+        vec!["tool", "--pw", pw, "--verbose"],
+        vec!["vendortool", "-H", "db", "-P", unknown_p, "sync"],
+        vec!["ftpsync", "-u", &format!("admin:{user_pass}"), "sftp://h/"],
+        vec!["/bin/echo", aws],
+        // What Claude Code runs: the command quoted for eval inside bash -c -l.
+        vec!["bash", "-c", "-l", &format!(
+            "eval 'curl -s -H '\"'\"'Authorization: Bearer {bearer}'\"'\"' https://127.0.0.1:9/' < /dev/null && pwd -P >| {}",
+            cwd_file.display()
+        )],
+        // Not secrets: kept as they are.
+        vec!["ssh", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "h", "true"],
+    ]
+    .iter()
+    .map(|c| c.iter().map(|w| w.to_string()).collect())
+    .collect();
+    let mut script: Vec<String> = commands
+        .iter()
+        .map(|c| c.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" ") + " > /dev/null")
+        .collect();
+    // A secret in backticks.
+    script.push(format!("x=`mysql -uroot -p{backtick} -e 1`; echo \"$x\""));
+    let script = script.join("\n");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = command()
+        .args(["run", "--headless"])
+        .args(outputs_args(dir.path()))
+        .args(["--", "sh", "-c", &script])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outputs = all_outputs(dir.path(), &out);
+    for s in secrets {
+        for (i, text) in outputs.iter().enumerate() {
+            assert!(!text.contains(s), "secret {s} found in output {i}");
+        }
+    }
+    // Exactly the secrets' bytes were replaced, everywhere else each argv is as it ran: the
+    // script (with its quotes), and each program it ran.
+    let redacted = |w: &str| {
+        secrets
+            .iter()
+            .fold(w.to_string(), |w, s| w.replace(s, "[REDACTED]"))
+    };
+    let r: Value = serde_json::from_str(&outputs[3]).unwrap();
+    let processes = r["processes"].as_array().unwrap();
+    let argv_of = |argv0: &str| -> Vec<Value> {
+        processes
+            .iter()
+            .filter(|p| p["fork_only"] != true && p["argv"][0] == argv0)
+            .map(|p| p["argv"].clone())
+            .collect()
+    };
+    let want_script = redacted(&script);
+    assert_eq!(
+        argv_of("sh"),
+        [serde_json::json!(["sh", "-c", want_script])]
+    );
+    assert_eq!(
+        r["target"]["command"],
+        serde_json::json!(["sh", "-c", want_script])
+    );
+    let mut wanted: Vec<Vec<String>> = commands
+        .iter()
+        .map(|c| c.iter().map(|w| redacted(w)).collect())
+        .collect();
+    wanted.push(vec![
+        "mysql".into(),
+        "-uroot".into(),
+        "-p[REDACTED]".into(),
+        "-e".into(),
+        "1".into(),
+    ]);
+    wanted.push(vec![
+        "curl".into(),
+        "-s".into(),
+        "-H".into(),
+        "Authorization: Bearer [REDACTED]".into(),
+        "https://127.0.0.1:9/".into(),
+    ]);
+    // (Matched on the program's name and the rest of argv: python3 may be a wrapper, such as
+    // pyenv's, that runs the real one by its path.)
+    let name = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+    for want in &wanted {
+        let found = processes.iter().any(|p| {
+            let argv: Vec<String> = p["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_str().unwrap_or_default().to_string())
+                .collect();
+            p["fork_only"] != true
+                && argv.first().map(|w| name(w)) == Some(name(&want[0]))
+                && argv[1..] == want[1..]
+        });
+        assert!(found, "exec of {want:?}; the report has {processes:#?}");
+    }
+    // Nothing was taken for a secret that is not one.
+    let ssh = &wanted[7];
+    assert!(!ssh.iter().any(|w| w.contains("[REDACTED]")), "{ssh:?}");
+    // One count a secret: each marker in the argv of a program run (fork-only entries carry
+    // their parent's). Eight in the script, then each again in the program that got it (the
+    // bearer token twice: in bash's script and in curl's header), more where a wrapper ran
+    // the program (pyenv's python3).
+    let markers: usize = processes
+        .iter()
+        .filter(|p| p["fork_only"] != true)
+        .flat_map(|p| p["argv"].as_array().unwrap())
+        .map(|w| w.as_str().unwrap_or_default().matches("[REDACTED]").count())
+        .sum();
+    assert!(markers >= 17, "{markers}");
+    assert_eq!(r["redactions"], markers, "{:#}", r["redactions"]);
+    // The log and the OCSF export hold the same redacted argv.
+    assert!(
+        outputs[2].contains("Authorization: Bearer [REDACTED]"),
+        "log"
+    );
+    assert!(outputs[5].contains("--api-key=[REDACTED]"), "OCSF");
+}
+
 /// Every output of a capture, as text: log, report, summary, OCSF, and the monitor's stdout
 /// and stderr.
 fn all_outputs(dir: &std::path::Path, out: &std::process::Output) -> Vec<String> {
@@ -449,17 +605,25 @@ fn secrets_in_the_argv_of_processes_there_before_an_attach_are_redacted() {
     let dir = tempfile::tempdir().unwrap();
     let token = "ghp_PLANTEDbeforeATTACHplanted1234567890";
     // $0 and $1 of the script are the two secret-bearing arguments.
+    // The target lives until the attach watches it (its stdin is closed then): a fixed sleep
+    // could end before a loaded machine's attach read its argv.
     let mut target = Command::new("sh")
-        .args(["-c", "sleep 2", "--password=hunter2-BEFORE-attach", token])
+        .args(["-c", "read x", "--password=hunter2-BEFORE-attach", token])
+        .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = command()
+    let mut monitor = command()
         .args(["attach", "--headless"])
         .args(outputs_args(dir.path()))
         .arg(target.id().to_string())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    wait_attached(&dir.path().join("log.jsonl"), &mut monitor);
+    drop(target.stdin.take());
     target.wait().unwrap();
+    let out = monitor.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -40,10 +40,18 @@ fn logs_that_are_not_logs() {
             "{name}: replay of a non-log must fail"
         );
     }
-    let out = sandbox_watch(&["verify", "/no/such/log.jsonl"]);
-    no_panic(&out);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/log.jsonl"));
+    // A log that cannot be read is a usage error (2) with a sentence, for verify as for replay.
+    for missing in ["/no/such/log.jsonl", "/"] {
+        let out = sandbox_watch(&["verify", missing]);
+        no_panic(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "verify {missing}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{missing}: cannot read"))
+                && stderr.contains("give the path of a log"),
+            "{stderr}"
+        );
+    }
     let out = sandbox_watch(&["replay", "--headless", "/no/such/log.jsonl"]);
     no_panic(&out);
     assert_eq!(out.status.code(), Some(2), "a usage error");

@@ -30,6 +30,49 @@ fn exec_chain_keeps_argv_with_spaces_and_cwd() {
 }
 
 #[test]
+fn an_argv_that_is_not_utf8_runs_and_is_kept_escaped() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let (report, log) = (dir.path().join("report.json"), dir.path().join("log.jsonl"));
+    // `run -- /bin/echo $'\xff' $'ok-\xfe'`: the bytes reach the program as they are.
+    let out = command()
+        .args(["run", "--headless", "--linger", "0.3", "--report"])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .args(["--", "/bin/echo"])
+        .arg(OsStr::from_bytes(b"\xff"))
+        .arg(OsStr::from_bytes(b"ok-\xfe"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        out.stdout.windows(6).any(|w| w == b"\xff ok-\xfe"),
+        "echo printed the bytes it was given: {:?}",
+        out.stdout
+    );
+    // Kept, escaped, in the report's target and process, and in the log.
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let want = serde_json::json!(["/bin/echo", "\\xff", "ok-\\xfe"]);
+    assert_eq!(r["target"]["command"], want, "{:#}", r["target"]);
+    let echo = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["exe"] == "/bin/echo")
+        .unwrap_or_else(|| panic!("no exec of echo: {:#}", r["processes"]));
+    assert_eq!(echo["argv"], want);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains(r#""ok-\\xfe""#)
+    );
+}
+
+#[test]
 fn exit_code_and_signal_are_reported() {
     let r = run(
         &[],
@@ -351,4 +394,46 @@ fn under_sudo_the_agent_runs_as_the_caller_unless_user_says_otherwise() {
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("{home} {name} {name}")
     );
+}
+
+#[test]
+fn an_attach_to_a_process_that_ended_before_the_capture_ends() {
+    // The target is a zombie (ended, not yet reaped) when the attach seeds it: its exit happened
+    // before its tgid was traced, so no exit record ever comes. The capture must still end.
+    let mut target = std::process::Command::new("true").spawn().unwrap();
+    let stat = format!("/proc/{}/stat", target.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (report, log) = (dir.path().join("r.json"), dir.path().join("log.jsonl"));
+    let mut watcher = command()
+        .args(["attach", "--headless", "--report"])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .arg(target.id().to_string())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = watcher.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = watcher.kill();
+            panic!("the attach to an ended process did not end within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    target.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_replay_matches(&r, &log);
+    assert_eq!(r["processes"][0]["pid"], target.id());
 }

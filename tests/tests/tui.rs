@@ -184,3 +184,41 @@ fn replay_opens_the_same_tui_on_a_log() {
     assert!(s.contains("INSIDE"), "{s}");
     t.keys(&["q"]);
 }
+
+#[test]
+fn secrets_are_redacted_on_the_screen_too() {
+    let secrets = ["PLANTEDtui1x", "PLANTEDtui2x"];
+    let t = Tmux::start(
+        "secrets",
+        160,
+        40,
+        &format!(
+            "{} run -- sh -c '/bin/echo --password={} \"Authorization: Bearer {}\" >/dev/null; sleep 2'",
+            bin().display(),
+            secrets[0],
+            secrets[1]
+        ),
+    );
+    let s = t.wait_for("--password=[REDACTED]", 20);
+    let mut screens = vec![s];
+    // The details of the selected process, and the Log view.
+    t.keys(&["End"]);
+    t.keys(&["Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    screens.push(t.screen());
+    t.keys(&["Escape"]);
+    t.keys(&["5"]);
+    screens.push(t.wait_for("Bearer [REDACTED]", 10));
+    t.wait_for("capture ended", 20);
+    t.keys(&["q"]);
+    t.wait_for("SW-EXIT=0", 10);
+    screens.push(t.screen());
+    for (i, screen) in screens.iter().enumerate() {
+        for secret in secrets {
+            assert!(
+                !screen.contains(secret),
+                "{secret} on screen {i}:\n{screen}"
+            );
+        }
+    }
+}

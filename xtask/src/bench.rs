@@ -12,7 +12,9 @@
 //! Also measured: events and lost records per traced run, the monitor's CPU time and peak RSS,
 //! the time from starting `sandbox-watch run` to the workload's first exec, the delay from an
 //! exec in the kernel to its line in the log (p50, p99), and the monitor's peak RSS over a
-//! capture of about 1,000,000 records.
+//! capture of about 1,000,000 records: log only, with the report, and with the report and
+//! `--otlp` to a real collector on loopback (rotel, exporting to its blackhole), whose extra
+//! CPU per record is the export's cost.
 //!
 //! Output: a table on stdout, progress on stderr, and a JSON file (`--json`, default
 //! `target/bench/bench.json`).
@@ -45,6 +47,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// Leave strace, bpftrace and auditd out.
     pub no_peers: bool,
+    /// Only the captures of about 1,000,000 records, at full size.
+    pub memory_only: bool,
 }
 
 /// The issue's targets (issue 8): ratios to the unmonitored run, and memory.
@@ -97,7 +101,7 @@ struct Sizes {
 
 impl Sizes {
     fn new(o: &Options) -> Sizes {
-        let (rounds, s) = if o.quick {
+        let (rounds, s) = if o.quick && !o.memory_only {
             (
                 3,
                 Sizes {
@@ -487,8 +491,9 @@ fn last_line(path: &Path) -> anyhow::Result<Value> {
 /// A capture of about `files × procs` records: `procs` processes one after another, each
 /// opening `files` distinct files once (reads the kernel cannot fold into a count), each
 /// process adding its fork, exec, exit and loader opens. With `with_report` false, only the
-/// log is written (to see what the report costs).
-fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
+/// log is written (to see what the report costs); with `otlp`, the records are also sent to
+/// that collector.
+fn memory(ctx: &mut Ctx, with_report: bool, otlp: Option<&Collector>) -> anyhow::Result<Value> {
     let files_dir = ctx.work.join("mem-files");
     let (files, procs) = (ctx.sizes.mem_files, ctx.sizes.mem_procs);
     // Create the files untraced first.
@@ -514,6 +519,10 @@ fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
     if with_report {
         cmd.arg("--report").arg(&report);
     }
+    if let Some(c) = otlp {
+        cmd.args(["--otlp", &c.url(), "--otlp-timeout", "120"]);
+    }
+    let collector_cpu0 = otlp.map(Collector::cpu_ms);
     cmd.arg("--log")
         .arg(&log)
         .arg("--")
@@ -534,8 +543,22 @@ fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
     }
     let (user, sys, watched) = (m.user_ms, m.sys_ms, &m.watched);
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let export = match otlp {
+        Some(_) => {
+            let r: Value = serde_json::from_slice(&std::fs::read(&report)?)?;
+            r["export"]["otlp"].clone()
+        }
+        None => Value::Null,
+    };
+    let collector_cpu_ms = otlp
+        .zip(collector_cpu0)
+        .map(|(c, before)| round3(c.cpu_ms() - before));
     let v = json!({
         "with_report": with_report,
+        "otlp": otlp.map(|c| c.url()),
+        "export": export,
+        "collector_cpu_ms": collector_cpu_ms,
+        "records": end["seq"].as_u64().map(|s| s + 1),
         "workload": format!("{procs} processes × {files} distinct file opens (bench-helper opens)"),
         "events": end["events"],
         "lost": end["lost"],
@@ -558,6 +581,76 @@ fn memory(ctx: &mut Ctx, with_report: bool) -> anyhow::Result<Value> {
     });
     let _ = std::fs::remove_dir_all(&dir);
     Ok(v)
+}
+
+/// The collector of the `--otlp` capture: rotel on loopback, exporting to its blackhole.
+struct Collector {
+    child: Child,
+    port: u16,
+}
+
+impl Collector {
+    fn start(work: &Path) -> anyhow::Result<Collector> {
+        let free = || -> anyhow::Result<u16> {
+            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port())
+        };
+        let (port, grpc) = (free()?, free()?);
+        let child = Command::new(crate::collector::binary())
+            .arg("start")
+            .args(["--otlp-http-endpoint", &format!("127.0.0.1:{port}")])
+            .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
+            .args(["--exporter", "blackhole"])
+            .arg("--pid-file")
+            .arg(work.join("rotel.pid"))
+            .arg("--log-file")
+            .arg(work.join("rotel.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting rotel (cargo xtask setup installs it)")?;
+        let c = Collector { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                bail!("rotel did not listen on 127.0.0.1:{port} within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(c)
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its CPU time so far (user + system), from /proc.
+    fn cpu_ms(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // After the command name in parentheses: utime and stime are fields 14 and 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (ticks(11) + ticks(12)) * 1000.0 / hz
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
 }
 
 // ---------------------------------------------------------------- statistics and time
@@ -685,7 +778,12 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
     // Peers: which are here, and why not the others.
     let mut peers: Vec<Cond> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
-    if opts.no_peers {
+    if opts.memory_only {
+        skipped.push((
+            "everything but the large captures".into(),
+            "--memory-only".into(),
+        ));
+    } else if opts.no_peers {
         skipped.push(("peers".into(), "--no-peers".into()));
     } else {
         if crate::have("strace") {
@@ -709,7 +807,11 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
             Some(why) => skipped.push(("auditd".into(), why)),
         }
     }
-    let rounds = ctx.sizes.rounds;
+    let rounds = if opts.memory_only {
+        0
+    } else {
+        ctx.sizes.rounds
+    };
     progress(format!(
         "{rounds} rounds{}; peers: {}; load average {load_start}",
         if opts.quick { " (quick)" } else { "" },
@@ -739,8 +841,8 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
 
     // Warm the caches (page cache, dentries, the BPF object's first load): not measured.
     progress("warming up");
-    for w in WORKLOADS {
-        run_bare(&mut ctx, w, &[])?;
+    for w in WORKLOADS.iter().filter(|_| !opts.memory_only) {
+        run_bare(&mut ctx, *w, &[])?;
     }
     let (_, probe) = run_traced(&mut ctx, Workload::OpenStorm)?;
 
@@ -855,31 +957,64 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
         }
     }
 
-    progress("kernel-to-log delay");
-    let (latency, latency_attach) = latency(&mut ctx)?;
-    progress(format!(
-        "kernel-to-log delay: p50 {} ms, p99 {} ms",
-        latency["p50_ms"], latency["p99_ms"]
-    ));
+    let (latency, latency_attach) = if opts.memory_only {
+        (json!({}), None)
+    } else {
+        progress("kernel-to-log delay");
+        let (latency, attach) = latency(&mut ctx)?;
+        progress(format!(
+            "kernel-to-log delay: p50 {} ms, p99 {} ms",
+            latency["p50_ms"], latency["p99_ms"]
+        ));
+        (latency, attach)
+    };
     let mut memory_runs = Vec::new();
-    for with_report in [true, false] {
+    let collector = Collector::start(work)?;
+    for (with_report, otlp) in [(true, None), (false, None), (true, Some(&collector))] {
         check_interrupted()?;
         progress(format!(
             "memory: capture of about {} records{}",
             ctx.sizes.mem_files * ctx.sizes.mem_procs,
-            if with_report {
-                ""
-            } else {
-                " (log only, no --report)"
+            match (with_report, otlp) {
+                (_, Some(c)) => format!(" (--otlp to rotel at {})", c.url()),
+                (true, None) => String::new(),
+                (false, None) => " (log only, no --report)".into(),
             }
         ));
-        let m = memory(&mut ctx, with_report)?;
+        let mut m = memory(&mut ctx, with_report, otlp)?;
+        if otlp.is_some() {
+            // What exporting adds, against the same capture with the report and no --otlp.
+            let cpu = |v: &Value| {
+                v["monitor_cpu_user_ms"].as_f64().unwrap_or(0.0)
+                    + v["monitor_cpu_sys_ms"].as_f64().unwrap_or(0.0)
+            };
+            let records = m["records"].as_f64().unwrap_or(f64::NAN);
+            let added_ms = cpu(&m) - cpu(&memory_runs[0]);
+            m["otlp_added_cpu_ms"] = json!(round3(added_ms));
+            m["otlp_cpu_us_per_record"] = json!(round3(added_ms * 1000.0 / records));
+            m["collector_cpu_us_per_record"] = json!(
+                m["collector_cpu_ms"]
+                    .as_f64()
+                    .map(|c| round3(c * 1000.0 / records))
+            );
+        }
         progress(format!(
-            "memory: {} events, {} lost, peak RSS {} MB",
-            m["events"], m["lost"], m["peak_rss_mb"]
+            "memory: {} events, {} lost, peak RSS {} MB{}",
+            m["events"],
+            m["lost"],
+            m["peak_rss_mb"],
+            if otlp.is_some() {
+                format!(
+                    "; export {}; +{} µs CPU per record",
+                    m["export"], m["otlp_cpu_us_per_record"]
+                )
+            } else {
+                String::new()
+            }
         ));
         memory_runs.push(m);
     }
+    drop(collector);
 
     let results = Results {
         opts,

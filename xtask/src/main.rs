@@ -2,7 +2,8 @@
 //!
 //! `setup` installs what building the BPF object needs and does nothing when it is all there:
 //! the nightly's rust-src, bpf-linker built against the nightly's own LLVM, clang, libbpf
-//! headers and bpftool (for the CO-RE C shim).
+//! headers and bpftool (for the CO-RE C shim), and the OpenTelemetry collector the OTLP tests
+//! send through (rotel, pinned, from PyPI into target/tools).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -10,6 +11,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod collector;
 mod vm;
 
 #[derive(Parser)]
@@ -52,6 +54,10 @@ enum Task {
         /// Leave out the peers (strace, bpftrace, auditd).
         #[arg(long)]
         no_peers: bool,
+        /// Only the captures of about 1,000,000 records (memory, and the cost of --otlp), at
+        /// full size even with --quick.
+        #[arg(long)]
+        memory_only: bool,
     },
 }
 
@@ -83,11 +89,13 @@ fn main() -> anyhow::Result<()> {
             quick,
             json,
             no_peers,
+            memory_only,
         } => bench::run(bench::Options {
             runs,
             quick,
             json,
             no_peers,
+            memory_only,
         }),
     }
 }
@@ -175,7 +183,8 @@ fn setup() -> anyhow::Result<()> {
     }
 
     // Debian packages: clang + libbpf headers + bpftool for the C shim; runc and a static
-    // busybox for the container tests; strace for the cross-check test.
+    // busybox for the container tests; strace for the cross-check test; pip, venv and npm for
+    // the package tests.
     let missing: Vec<&str> = [
         ("clang", have("clang")),
         (
@@ -192,6 +201,11 @@ fn setup() -> anyhow::Result<()> {
         ("python3", have("python3")),
         ("git", have("git")),
         ("tmux", have("tmux")),
+        ("openssl", have("openssl")),
+        // The package tests: a venv with pip, npm.
+        ("python3-pip", crate::installed("python3-pip")),
+        ("python3-venv", crate::installed("python3-venv")),
+        ("npm", have("npm")),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)
@@ -270,6 +284,9 @@ fn setup() -> anyhow::Result<()> {
         std::fs::write(&stamp, &want)?;
     }
 
+    // The OpenTelemetry collector of the OTLP tests and the bench.
+    collector::setup()?;
+
     // What running needs: say it now rather than fail later.
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         eprintln!(
@@ -319,6 +336,7 @@ fn test(filter: Option<&str>) -> anyhow::Result<()> {
         .args(filter)
         .args(["--test-threads=1"])
         .env("SANDBOX_WATCH_BIN", &bin)
+        .env("SW_ROTEL", collector::binary())
         .env("RUST_BACKTRACE", "1")
         .env_remove("SUDO_UID")
         .env_remove("SUDO_GID")

@@ -70,6 +70,19 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "dns_names_through_sendto_and_a_connected_socket",
         ],
     ),
+    (
+        "file_truth",
+        &[
+            "a_key_read_through_a_hard_link_is_a_credential_read",
+            "a_key_read_through_a_bind_mount_is_a_credential_read",
+            "a_key_read_through_a_detached_tree_is_a_credential_read",
+            "a_key_opened_by_handle_is_a_credential_read",
+            "an_o_path_open_is_not_a_read_and_the_reads_after_it_are_all_counted",
+            "a_shell_start_file_written_through_a_hard_link_is_persistence",
+            "names_through_proc_self_fd_are_the_paths_the_kernel_resolved",
+            "reads_of_files_that_reuse_an_inode_number_are_each_seen",
+        ],
+    ),
     ("evidence", &["a_real_log_verifies_and_tampering_is_named"]),
 ];
 
@@ -132,6 +145,11 @@ done
 mount -t proc proc $H/proc || fail "mount proc on $H/proc"
 mount -t sysfs sysfs $H/sys || fail "mount sysfs on $H/sys"
 mount -t devtmpfs devtmpfs $H/dev || fail "mount devtmpfs on $H/dev"
+# What udev adds on a real system and devtmpfs lacks (the tests use /dev/fd/N paths).
+ln -sfn /proc/self/fd $H/dev/fd
+ln -sfn /proc/self/fd/0 $H/dev/stdin
+ln -sfn /proc/self/fd/1 $H/dev/stdout
+ln -sfn /proc/self/fd/2 $H/dev/stderr
 mkdir -p $H/dev/shm $H/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $H/dev/shm || fail "mount $H/dev/shm"
 mount -t devpts -o mode=620,ptmxmode=666 devpts $H/dev/pts || fail "mount $H/dev/pts"

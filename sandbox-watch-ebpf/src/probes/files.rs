@@ -19,14 +19,16 @@ use aya_ebpf::{
     programs::{FEntryContext, FExitContext, TracePointContext},
 };
 use sandbox_watch_common::{
-    ALWAYS_REPORT, EventKind, FileEvent, LINK_SYMBOLIC, NEW_PATH_TRUNCATED, PATH_AS_GIVEN,
+    EventKind, FileEvent, InodeKey, LINK_SYMBOLIC, NEW_PATH_TRUNCATED, PATH_AS_GIVEN,
     PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
 use super::syscall::{RET, arg, remember, syscall_programs, take};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
-use sandbox_watch_common::abi::{FMODE_CREATED, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY};
+use sandbox_watch_common::abi::{
+    FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY,
+};
 
 const AT_FDCWD: i64 = -100;
 /// Bytes kept of a name given to unlink/rename.
@@ -34,11 +36,17 @@ const NAME_MAX: usize = 1024;
 /// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
 const PATH_MASK: u32 = 0x3fff;
 
-/// Plain reads already reported, by process and inode, with how many more opens followed.
-/// `ALWAYS_REPORT` (set by userspace for credential files) means: report every open.
-
+/// Plain reads already reported, by process (with its start), inode (with its generation) and
+/// the name used, with how many more opens followed.
 #[map]
 static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
+
+/// Inodes every open of which is sent (credentials): filled by userspace, at start with the
+/// files the rules name (found by their inode, whatever path opens them later), and when a
+/// credential is first found by its path. Only read here, so a count in flight in `READS` is
+/// never overwritten.
+#[map]
+static ALWAYS: HashMap<InodeKey, u8> = HashMap::with_max_entries(16384, 0);
 
 // ---- opens: syscall tracepoints (the fallback) ----
 //
@@ -51,6 +59,26 @@ syscall_programs! {
     sys_exit_open(ctx) => exit_open(&ctx, Args::NameFlags);
     sys_exit_creat(ctx) => exit_open(&ctx, Args::Name);
     sys_exit_openat2(ctx) => exit_open(&ctx, Args::DirNameHow);
+    /// open_by_handle_at(mount_fd, handle, flags): a descriptor like openat's, for a file named
+    /// by no path at all (where fentry runs, `security_file_open` sees it). Failures have no
+    /// path to report.
+    sys_exit_open_by_handle_at(ctx) => exit_open_by_handle(&ctx);
+}
+
+#[inline(always)]
+fn exit_open_by_handle(ctx: &TracePointContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
+    if ret < 0 {
+        return 0;
+    }
+    let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
+    if !file.is_null() {
+        report_open(file);
+    }
+    0
 }
 
 /// Where an open syscall keeps the directory fd, the path and the flags.
@@ -170,7 +198,15 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
         return 0;
     }
     let ret: i64 = ctx.arg(3);
-    if ret >= 0 || missing(ret) {
+    if ret >= 0 {
+        // O_PATH opens never reach `security_file_open`: they are sent from here.
+        let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
+        if !file.is_null() && unsafe { sw_file_mode(file) } & FMODE_PATH != 0 {
+            report_open(file);
+        }
+        return 0;
+    }
+    if missing(ret) {
         return 0;
     }
     let dirfd: i32 = ctx.arg(0);
@@ -182,8 +218,9 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
     0
 }
 
-/// Sends one open, unless it is a plain read of an inode this process was already reported
-/// reading (then it is only counted).
+/// Sends one open, unless it is a plain read this process already made of this inode by this
+/// name (then it is only counted). O_PATH opens (no read, no write) and opens of `ALWAYS`
+/// inodes are always sent.
 #[inline(always)]
 fn report_open(file: Ptr) {
     let tgid = current_tgid();
@@ -191,19 +228,27 @@ fn report_open(file: Ptr) {
     let inode = unsafe { sw_file_inode(file) };
     let dev = unsafe { sw_inode_dev(inode) };
     let ino = unsafe { sw_inode_ino(inode) };
+    let generation = unsafe { sw_inode_generation(inode) };
+    let name_key = unsafe { sw_file_name_key(file) };
+    let start_ns = unsafe { sw_task_start_ns(current_task()) };
     // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
-    if f_mode & (FMODE_WRITE | FMODE_CREATED) == 0 {
-        let key = ReadKey { tgid, dev, ino };
+    let plain_read = f_mode & (FMODE_WRITE | FMODE_CREATED | FMODE_PATH) == 0;
+    let always = unsafe { ALWAYS.get(InodeKey { dev, _pad: 0, ino }) }.is_some();
+    if plain_read && !always {
+        let key = ReadKey {
+            tgid,
+            dev,
+            ino,
+            start_ns,
+            generation,
+            _pad: 0,
+            name_key,
+        };
         if let Some(count) = READS.get_ptr_mut(key) {
-            unsafe {
-                if *count != ALWAYS_REPORT {
-                    *count += 1;
-                    return;
-                }
-            }
-        } else {
-            let _ = READS.insert(key, 0, 0);
+            unsafe { *count += 1 };
+            return;
         }
+        let _ = READS.insert(key, 0, 0);
     }
     let Some(base) = scratch() else { return };
     let event = base.cast::<FileEvent>();
@@ -212,10 +257,12 @@ fn report_open(file: Ptr) {
     let path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
     unsafe {
         *event = FileEvent {
-            header: header(EventKind::FileOpen, tgid, sw_task_start_ns(current_task())),
+            header: header(EventKind::FileOpen, tgid, start_ns),
             magic: sw_file_magic(file),
             ino,
             dev,
+            generation,
+            name_key,
             open_flags: sw_file_flags(file),
             f_mode,
             flags: if walked & WALK_TRUNCATED != 0 {
@@ -391,22 +438,38 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
 
 /// Writes the directory a `*at` name is relative to (walked from the kernel's own objects;
 /// nothing for an absolute name), a NUL, then the name as the caller gave it.
+///
+/// A name through the caller's own descriptor (`/proc/self/fd/N/REST`, `/dev/fd/N/REST`,
+/// `/proc/thread-self/fd/N/REST`; editors and agents' write tools rename their temporary
+/// files this way) is written as descriptor N's file, walked, and `REST`: the path the kernel
+/// resolved, not the magic link.
 #[inline(always)]
 fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
     let mut first: u8 = 0;
     unsafe { bpf_probe_read_user((&raw mut first).cast(), 1, name as *const _) };
     let task = current_task();
-    let mut walked = 0;
-    if first != b'/' {
-        if dirfd == AT_FDCWD {
-            walked = unsafe { sw_task_cwd(task, dst) };
-        } else {
-            let file = unsafe { sw_task_fd_file(task, dirfd as u32) };
-            if !file.is_null() {
-                walked = unsafe { sw_file_path(file, dst) };
+    let mut name = name;
+    let mut dir: Ptr = core::ptr::null();
+    let mut from_cwd = false;
+    if first == b'/' {
+        if let Some((fd, skip)) = through_fd(name) {
+            dir = unsafe { sw_task_fd_file(task, fd) };
+            if !dir.is_null() {
+                name += skip;
             }
         }
+    } else if dirfd == AT_FDCWD {
+        from_cwd = true;
+    } else {
+        dir = unsafe { sw_task_fd_file(task, dirfd as u32) };
     }
+    let walked = if from_cwd {
+        unsafe { sw_task_cwd(task, dst) }
+    } else if !dir.is_null() {
+        unsafe { sw_file_path(dir, dst) }
+    } else {
+        0
+    };
     let dir_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
     unsafe { *dst.add(dir_len as usize) = 0 };
     let name_dst = unsafe { dst.add(dir_len as usize + 1) };
@@ -417,4 +480,63 @@ fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
         out |= WALK_TRUNCATED;
     }
     out
+}
+
+/// Bytes of a name looked at for a `/proc/self/fd/N/` prefix.
+const FD_PREFIX_MAX: usize = 40;
+
+/// `Some((N, bytes up to REST))` when the name is `PREFIX/N/REST` with a prefix naming the
+/// caller's own descriptors and a non-empty `REST`.
+#[inline(always)]
+fn through_fd(name: u64) -> Option<(u32, u64)> {
+    let mut buf = [0u8; FD_PREFIX_MAX];
+    let n = unsafe {
+        bpf_probe_read_user_str(
+            buf.as_mut_ptr().cast(),
+            FD_PREFIX_MAX as u32,
+            name as *const _,
+        )
+    };
+    if n <= 0 {
+        return None;
+    }
+    let start = if starts_with(&buf, b"/proc/self/fd/") {
+        14
+    } else if starts_with(&buf, b"/dev/fd/") {
+        8
+    } else if starts_with(&buf, b"/proc/thread-self/fd/") {
+        21
+    } else {
+        return None;
+    };
+    let mut fd: u32 = 0;
+    let mut i = start;
+    while i < start + 9 && i < FD_PREFIX_MAX - 1 {
+        let c = buf[i];
+        if c == b'/' {
+            break;
+        }
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        fd = fd * 10 + (c - b'0') as u32;
+        i += 1;
+    }
+    // Digits, then a slash, then at least one byte of a name.
+    if i == start || buf[i] != b'/' || buf[i + 1] == 0 {
+        return None;
+    }
+    Some((fd, i as u64 + 1))
+}
+
+#[inline(always)]
+fn starts_with(buf: &[u8; FD_PREFIX_MAX], prefix: &[u8]) -> bool {
+    let mut i = 0;
+    while i < prefix.len() {
+        if buf[i] != prefix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }

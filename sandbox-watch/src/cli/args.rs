@@ -42,9 +42,22 @@ pub enum Command {
     /// or not a log; 5: intact but without its end record (the monitor was killed, or records
     /// were cut from the end).
     Verify {
-        /// The evidence log (JSONL) written by --log.
-        log: PathBuf,
+        /// The evidence log (JSONL) written by --log. With --otlp-json: also check that the
+        /// collector's copy of this log's session is this log, whole.
+        #[arg(required_unless_present = "otlp_json")]
+        log: Option<PathBuf>,
+        /// Check every session in what a collector received instead: FILE is the OTLP/JSON
+        /// file exporter's output (one ExportLogsServiceRequest a line). Names the missing,
+        /// changed or foreign records of each session; 0 all intact, 1 any not, 5 some
+        /// session has no end record.
+        #[arg(long, value_name = "FILE")]
+        otlp_json: Option<PathBuf>,
     },
+    /// Send finished logs to an OpenTelemetry collector over OTLP/HTTP (the same records as
+    /// --otlp). Resumable: each log's cursor (LOG.otlp-cursor) says what the collector already
+    /// has, so running it again sends only the rest. Exit 0: all delivered; 1: not all (say
+    /// why; run it again); 2: a bad URL or an unreadable log.
+    Ship(ShipArgs),
     /// The TUI again on a recorded log (headless: the report and summary rebuilt from it),
     /// after checking its hash chain.
     Replay(ReplayArgs),
@@ -93,6 +106,24 @@ pub struct CaptureArgs {
     /// Ring buffer size in bytes (a power of two, at least 4096).
     #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
     pub ring_buffer: Option<u32>,
+    /// Stream every log record, as it is written, to an OpenTelemetry collector over
+    /// OTLP/HTTP (protobuf; OTEL_EXPORTER_OTLP_PROTOCOL=http/json for JSON). URL is the
+    /// collector's base URL (/v1/logs is appended); without one (--otlp= or --otlp before
+    /// another option) OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or
+    /// http://localhost:4318. OTEL_EXPORTER_OTLP_HEADERS (never printed, and not passed on to
+    /// the agent `run` starts), OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_CERTIFICATE are
+    /// honoured. Delivery is
+    /// at least once: a collector that is down gets the records later; the report's
+    /// export.otlp says what was not delivered (--fail-on export).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub otlp: Option<String>,
+    /// Seconds to wait at the end for the collector to take the records still pending.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_secs)]
+    pub otlp_timeout: f64,
+    /// With --otlp and no --log: the directory where the log is kept until it is delivered
+    /// (removed then; kept, for `ship`, when not). Default /var/lib/sandbox-watch/spool.
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
     /// Use this file-open hook instead of trying fentry first.
     #[arg(long, value_name = "fentry|tracepoint", value_parser = parse_file_hook)]
     pub file_hook: Option<FileHook>,
@@ -114,9 +145,10 @@ pub struct RunArgs {
     /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
-    /// The agent's command line.
+    /// The agent's command line. Any bytes: an argument that is not UTF-8 is passed on as it
+    /// is (and recorded escaped, `\xNN`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]
@@ -147,6 +179,20 @@ pub struct ReplayArgs {
     pub out: Outputs,
     /// The evidence log (JSONL) written by --log.
     pub log: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ShipArgs {
+    /// The collector's base URL (/v1/logs is appended); --otlp= takes it from
+    /// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT.
+    #[arg(long, value_name = "URL")]
+    pub otlp: String,
+    /// Give up on a log after this many seconds without progress.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_secs)]
+    pub otlp_timeout: f64,
+    /// The evidence logs to send.
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -253,9 +299,9 @@ pub struct Outputs {
     #[arg(long, value_name = "PATH")]
     pub summary: Option<PathBuf>,
     /// Comma list of violation kinds that make the exit status 3:
-    /// outside, credential, persistence, network, lost, leftover, outlived (a step's process
-    /// acted after its step ended), undeclared (a finding under a step the transcript does
-    /// not declare).
+    /// outside, credential, persistence, network, lost, leftover, export (--otlp records
+    /// not delivered), outlived (a step's process acted after its step ended), undeclared (a
+    /// finding under a step the transcript does not declare).
     #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
     pub fail_on: Option<Kinds>,
     /// Reconcile the tool calls with the agent's own transcript, read when the capture ends:
@@ -264,4 +310,37 @@ pub struct Outputs {
     /// processes wrote.
     #[arg(long, value_name = "PATH|auto")]
     pub transcript: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn a_command_that_is_not_utf8_is_parsed_and_kept_byte_for_byte() {
+        let args = [
+            OsStr::new("sandbox-watch"),
+            OsStr::new("run"),
+            OsStr::new("--headless"),
+            OsStr::new("--"),
+            OsStr::new("/bin/echo"),
+            OsStr::from_bytes(b"\xff"),
+            OsStr::from_bytes(b"caf\xc3\xa9 \xfe-x"),
+        ];
+        let cli = Cli::try_parse_from(args).expect("non-UTF-8 argv is accepted");
+        let Some(Command::Run(run)) = cli.command else {
+            panic!("not run")
+        };
+        let bytes: Vec<&[u8]> = run.command.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(
+            bytes,
+            [&b"/bin/echo"[..], b"\xff", b"caf\xc3\xa9 \xfe-x"],
+            "the bytes as given"
+        );
+    }
 }

@@ -9,7 +9,8 @@ use crate::error::{Result, Usage, exit};
 use crate::output::verify::{self, Verdict};
 use crate::{replay, tui};
 
-/// `verify LOG`: the status is the verdict's (0 intact and ended, 1 tampered, 5 unended).
+/// `verify LOG`: the status is the verdict's (0 intact and ended, 1 tampered, 5 unended), or 2
+/// when the log cannot be read.
 pub fn verify(log: &Path) -> u8 {
     match verify::verify(log) {
         Ok(v) => {
@@ -21,9 +22,13 @@ pub fn verify(log: &Path) -> u8 {
             }
             v.exit_code()
         }
+        // No such file, a directory, no permission: the argument is wrong, as for `replay`.
         Err(e) => {
-            eprintln!("{}: cannot read: {e}", log.display());
-            exit::OTHER
+            eprintln!(
+                "{}: cannot read: {e}; give the path of a log written by --log",
+                log.display()
+            );
+            exit::USAGE
         }
     }
 }
@@ -63,7 +68,7 @@ pub fn replay(args: ReplayArgs) -> Result<u8> {
         };
         runtime()?.block_on(tui::replay(args.log.clone(), options))?;
     }
-    let code = conclude(&args.out, &replayed.report, 0)?;
+    let code = conclude(&args.out, &replayed.report, None, 0)?;
     match problem {
         Some(true) => {
             eprintln!(

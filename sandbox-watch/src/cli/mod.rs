@@ -2,6 +2,7 @@
 //! commands themselves. `main.rs` parses and dispatches; every failure is an
 //! [`Error`](crate::error::Error) that knows its exit status.
 mod args;
+mod export;
 mod log;
 mod outputs;
 mod watch;
@@ -9,6 +10,7 @@ mod watch;
 use std::io::Write as _;
 
 pub use args::{Cli, Command};
+pub use export::{ship, verify_otlp_json};
 pub use log::{replay, verify};
 pub use watch::{attach, container, run};
 

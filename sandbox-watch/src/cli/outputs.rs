@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::Outputs;
 use crate::error::{Usage, exit};
-use crate::output::report;
+use crate::output::{otlp, report};
 
 /// Every output path is checked before anything starts, so a run is never lost to a path
 /// that cannot be written at its end: each is a file (not a directory) in a directory that
@@ -101,10 +101,25 @@ pub(super) fn summary_path(out: &Outputs) -> Option<PathBuf> {
     })
 }
 
+/// The report as written: the capture's, and where its OTLP export stands (`export.otlp`).
+#[derive(serde::Serialize)]
+struct Written<'a> {
+    #[serde(flatten)]
+    report: &'a report::Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    export: Option<ExportSection<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct ExportSection<'a> {
+    otlp: &'a otlp::Status,
+}
+
 /// Writes the report and summary; the exit status: 3 on a --fail-on kind, else `code`.
 pub(super) fn conclude(
     args: &Outputs,
     report: &report::Report,
+    export: Option<&otlp::Status>,
     code: u8,
 ) -> crate::error::Result<u8> {
     let mut reconciled;
@@ -118,14 +133,24 @@ pub(super) fn conclude(
     };
     if let Some(path) = &args.report {
         // Streamed: a report of a million entries is never one string in memory.
+        let written = Written {
+            report,
+            export: export.map(|otlp| ExportSection { otlp }),
+        };
         let write = || -> std::io::Result<()> {
             let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-            serde_json::to_writer_pretty(&mut out, report)?;
+            serde_json::to_writer_pretty(&mut out, &written)?;
             out.flush()
         };
         write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
-    let summary = report.summary();
+    let mut summary = report.summary();
+    if let Some(status) = export {
+        summary.push_str(&format!(
+            "- **Export**: {}\n",
+            report::clean(&super::export::line(status))
+        ));
+    }
     if let Some(path) = summary_path(args) {
         let mut f = std::fs::OpenOptions::new()
             .create(true)

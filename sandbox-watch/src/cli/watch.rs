@@ -3,25 +3,30 @@
 use std::time::Duration;
 
 use super::args::{AttachArgs, CaptureArgs, ContainerArgs, RunArgs};
+use super::export::{self, Export};
 use super::outputs::{check_outputs, conclude, summary_option, summary_path};
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
-use crate::judge::{classify, netpolicy, redact};
+use crate::judge::{classify, identity, netpolicy, redact};
 use crate::kernel::probe::{Probe, ProbeOptions};
 use crate::launch::{container, target};
-use crate::output::{evidence, ocsf_out, report};
+use crate::output::{evidence, ocsf_out, otlp, report};
 use crate::state::processes;
 use crate::tui;
 
 /// What `prepare` opened before the agent starts.
 struct Prepared {
     classifier: classify::Classifier,
+    /// Where the rules' files are looked for at start (see `judge::identity`).
+    roots: identity::Roots,
     log: Option<evidence::LogWriter>,
     ocsf: Option<ocsf_out::OcsfWriter>,
 }
 
-/// Checks the options every capture shares and opens the log, before anything starts.
-fn prepare(args: &CaptureArgs) -> Result<Prepared> {
+/// Checks the options every capture shares and opens the log, before anything starts; with
+/// `--otlp`, also starts sending the log as it is written.
+fn prepare(args: &CaptureArgs) -> Result<(Prepared, Option<Export>)> {
+    let otlp = export::config(args)?;
     let mut globs = args.credentials.clone();
     if let Some(path) = &args.credentials_file {
         let text = std::fs::read_to_string(path)
@@ -43,7 +48,11 @@ fn prepare(args: &CaptureArgs) -> Result<Prepared> {
         ),
         ("--ocsf", args.ocsf.as_deref()),
     ])?;
-    let log = match &args.log {
+    let spool = match (&otlp, &args.log) {
+        (Some(_), None) => Some(export::spool_path(args)?),
+        _ => None,
+    };
+    let log = match args.log.as_ref().or(spool.as_ref()) {
         Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
         None => None,
     };
@@ -51,11 +60,38 @@ fn prepare(args: &CaptureArgs) -> Result<Prepared> {
         Some(path) => Some(ocsf_out::OcsfWriter::create(path, args.force)?),
         None => None,
     };
-    Ok(Prepared {
-        classifier,
-        log,
-        ocsf,
-    })
+    let export = match (otlp, &log) {
+        (Some(config), Some(log)) => Some(export::start(
+            config,
+            log,
+            spool.is_some(),
+            args.otlp_timeout,
+        )?),
+        _ => None,
+    };
+    Ok((
+        Prepared {
+            classifier,
+            roots: identity::Roots::new(&homes(), std::env::current_dir().ok().as_deref()),
+            log,
+            ocsf,
+        },
+        export,
+    ))
+}
+
+/// Homes whose rule files are known by their inode: the caller's `$HOME`, the invoking
+/// user's under sudo, and root's.
+fn homes() -> Vec<std::path::PathBuf> {
+    let mut homes: Vec<std::path::PathBuf> = std::env::var_os("HOME")
+        .map(Into::into)
+        .into_iter()
+        .collect();
+    if let Ok(Some(user)) = target::agent_user(None) {
+        homes.push(user.home);
+    }
+    homes.push("/root".into());
+    homes
 }
 
 fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
@@ -101,9 +137,12 @@ pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let (mut prepared, export) = prepare(&args.capture)?;
     let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
+    if let Some(u) = &user {
+        prepared.roots.add(&u.home);
+    }
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     if !(args.linger >= 0.0 && args.linger.is_finite()) {
         return Err(Usage(format!(
@@ -122,12 +161,17 @@ pub fn run(args: RunArgs) -> Result<u8> {
         }
         false => (None, None),
     };
-    // No other thread exists yet: the fork is safe.
-    let child = target::fork_gated(&program, &args.command, user, terminal)?;
+    // With --otlp, the collector's credentials stay with the monitor.
+    let withhold = match export {
+        Some(_) => otlp::config::CREDENTIAL_VARS,
+        None => &[],
+    };
+    let child = target::fork_gated(&program, &args.command, user, withhold, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
     let mut capture = new_capture(
         Mode::Run {
-            command: redact::redact_argv(&args.command).0,
+            // Recorded as the kernel's argv is: bytes that are not UTF-8 escaped, then redacted.
+            command: redact::redact_argv(&recorded_argv(&args.command)).0,
             pid: child.pid.as_raw() as u32,
         },
         probe,
@@ -156,17 +200,21 @@ pub fn run(args: RunArgs) -> Result<u8> {
         pane,
         agent: Some(pid),
     });
-    let report = drive(&rt, capture, ring, ends, screen)?;
+    let mut report = drive(&rt, capture, ring, ends, screen)?;
+    let exported = export::finish(export, &mut report);
     let agent_code = match (report.exit.code, report.exit.signal) {
         (Some(c), _) => c as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 0,
     };
-    conclude(&args.capture.out, &report, agent_code)
+    conclude(&args.capture.out, &report, exported.as_ref(), agent_code)
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let (mut prepared, export) = prepare(&args.capture)?;
+    if let Ok(cwd) = std::fs::read_link(format!("/proc/{}/cwd", args.pid)) {
+        prepared.roots.add(&cwd);
+    }
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
@@ -207,11 +255,11 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
-    watch_target(&args.capture, capture, ring, true, None)
+    watch_target(&args.capture, capture, ring, true, None, export)
 }
 
 pub fn container(args: ContainerArgs) -> Result<u8> {
-    let prepared = prepare(&args.capture)?;
+    let (prepared, export) = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let mut options = probe_options(&args.capture);
@@ -234,7 +282,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     capture.agent_netns = ns;
     capture.agent_pid = agent_pid;
     capture.existing = inside;
-    watch_target(&args.capture, capture, ring, false, Some(c))
+    watch_target(&args.capture, capture, ring, false, Some(c), export)
 }
 
 /// The addresses the host rules of `--allow-net` resolve to now (best effort), as rules: a
@@ -270,6 +318,7 @@ fn resolved(rules: &[String]) -> Vec<String> {
 /// A capture with what `prepare` opened and the options every mode shares.
 fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs) -> Capture {
     let mut capture = Capture::new(mode, probe, prepared.classifier, prepared.log);
+    capture.know_inodes(&prepared.roots);
     capture.allow_net_resolved = resolved(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;
@@ -294,6 +343,7 @@ fn watch_target(
     ring: aya::maps::RingBuf<aya::maps::MapData>,
     when_empty: bool,
     container: Option<container::Container>,
+    export: Option<Export>,
 ) -> Result<u8> {
     let ends = Ends {
         agent: None,
@@ -307,8 +357,9 @@ fn watch_target(
         pane: None,
         agent: None,
     });
-    let report = drive(&runtime()?, capture, ring, ends, screen)?;
-    conclude(&args.out, &report, 0)
+    let mut report = drive(&runtime()?, capture, ring, ends, screen)?;
+    let exported = export::finish(export, &mut report);
+    conclude(&args.out, &report, exported.as_ref(), 0)
 }
 
 /// What the TUI shows besides the records: the agent's terminal (run mode).
@@ -394,4 +445,13 @@ fn drive(
         quit.map_err(|e| anyhow::anyhow!("the terminal: {e}"))?;
         report
     })
+}
+
+/// An argv as the record keeps it: each argument's bytes, `\xNN` where they are not UTF-8 (as
+/// the decoder writes the kernel's argv).
+fn recorded_argv(argv: &[std::ffi::OsString]) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    argv.iter()
+        .map(|a| crate::kernel::decode::escape(a.as_bytes()))
+        .collect()
 }

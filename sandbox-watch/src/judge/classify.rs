@@ -29,6 +29,8 @@
 //! - A user glob without any `/` (such as `secrets.toml`) matches that file
 //!   name in any directory, as if written `**/secrets.toml`.
 
+use std::collections::HashMap;
+
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
@@ -354,9 +356,30 @@ const PERSISTENCE_EXCEPT_GLOBS: &[&str] = &[
     "**/.git/modules/**/hooks/*.sample",
 ];
 
+/// What a rule glob means, for finding the files it names at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RuleKind {
+    Credential,
+    Persistence,
+}
+
+/// A file a rule named at start, known by its inode: any path to that inode is judged as the
+/// rule's file (hard links, bind mounts, `open_tree`, `pivot_root`, `open_by_handle_at`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InodeRule {
+    /// The path the rule matched at start.
+    pub path: String,
+    pub credential: bool,
+    pub persistence: bool,
+}
+
 /// The built-in lists (and the user's credential globs), compiled once.
 #[derive(Clone, Debug)]
 pub struct Classifier {
+    /// The user's credential globs as compiled (a name without `/` prefixed with `**/`).
+    extra_globs: Vec<String>,
+    /// The rules' files that existed at start, by (kernel dev, inode number).
+    inodes: HashMap<(u32, u64), InodeRule>,
     credential: GlobSet,
     credential_except: GlobSet,
     environ: GlobSet,
@@ -414,6 +437,8 @@ impl Classifier {
             other => other,
         })?;
         Ok(Classifier {
+            extra_globs: extra.clone(),
+            inodes: HashMap::new(),
             credential: glob_set(CREDENTIAL_GLOBS)?,
             credential_except: glob_set(CREDENTIAL_EXCEPT_GLOBS)?,
             environ: glob_set(ENVIRON_GLOBS)?,
@@ -421,6 +446,57 @@ impl Classifier {
             persistence: glob_set(PERSISTENCE_GLOBS)?,
             persistence_except: glob_set(PERSISTENCE_EXCEPT_GLOBS)?,
         })
+    }
+
+    /// Every rule as a glob with what it means: the built-in lists and the user's globs.
+    pub fn rule_globs(&self) -> Vec<(String, RuleKind)> {
+        let credential = CREDENTIAL_GLOBS
+            .iter()
+            .map(|g| g.to_string())
+            .chain(self.extra_globs.iter().cloned())
+            .map(|g| (g, RuleKind::Credential));
+        let persistence = PERSISTENCE_GLOBS
+            .iter()
+            .map(|g| (g.to_string(), RuleKind::Persistence));
+        credential.chain(persistence).collect()
+    }
+
+    /// Knows these files by their inode from now on (see [`InodeRule`]).
+    pub fn set_inodes(&mut self, inodes: HashMap<(u32, u64), InodeRule>) {
+        self.inodes = inodes;
+    }
+
+    /// The rule file that is this inode, if any.
+    pub fn inode_rule(&self, dev: u32, ino: u64) -> Option<&InodeRule> {
+        self.inodes.get(&(dev, ino))
+    }
+
+    /// Classify an open of a file, by its path and by its inode: a file the rules named at
+    /// start is the rule's file whatever path reached it (`same_inode_as` then names it when
+    /// the path alone would not have matched).
+    pub fn classify_file(
+        &self,
+        path: &str,
+        magic: u64,
+        path_cut: bool,
+        write: bool,
+        inode: (u32, u64),
+    ) -> (Classification, Option<String>) {
+        let mut c = self.classify(path, magic, path_cut, write);
+        let Some(rule) = self.inode_rule(inode.0, inode.1) else {
+            return (c, None);
+        };
+        let by_inode_credential = rule.credential && !c.credential;
+        let by_inode_persistence = rule.persistence && write && !c.persistence;
+        if !(by_inode_credential || by_inode_persistence) {
+            return (c, None);
+        }
+        if by_inode_credential {
+            c.credential = true;
+            (c.verified, c.reason) = verify(&rule.path, false, magic, path_cut);
+        }
+        c.persistence |= by_inode_persistence;
+        (c, Some(rule.path.clone()))
     }
 
     /// Classify one access to `path`.

@@ -11,7 +11,7 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{FEntry, ProgramError, RawTracePoint, TracePoint},
 };
-use sandbox_watch_common::{ALWAYS_REPORT, EventKind, KIND_SLOTS, ReadKey, globals};
+use sandbox_watch_common::{EventKind, InodeKey, KIND_SLOTS, ReadKey, globals};
 
 /// Which hook delivered file opens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -113,6 +113,7 @@ const PROGRAMS: &[Program] = &[
     open("sys_exit_open", "open"),
     open("sys_exit_creat", "creat"),
     open("sys_exit_openat2", "openat2"),
+    open("sys_exit_open_by_handle_at", "open_by_handle_at"),
     sys("sys_enter_unlink", "unlink"), sys("sys_exit_unlink", "unlink"),
     sys("sys_enter_unlinkat", "unlinkat"), sys("sys_exit_unlinkat", "unlinkat"),
     sys("sys_enter_rmdir", "rmdir"), sys("sys_exit_rmdir", "rmdir"),
@@ -154,6 +155,7 @@ pub struct Probe {
     pub gaps: Vec<String>,
     traced: HashMap<MapData, u32, u32>,
     reads: HashMap<MapData, ReadKey, u64>,
+    always: HashMap<MapData, InodeKey, u8>,
     drops: PerCpuArray<MapData, u64>,
 }
 
@@ -299,6 +301,7 @@ impl Probe {
         unsafe { libc::malloc_trim(0) };
         let traced = take_map(&mut ebpf, "TRACED")?;
         let reads = take_map(&mut ebpf, "READS")?;
+        let always = take_map(&mut ebpf, "ALWAYS")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         Ok(Probe {
             links,
@@ -307,6 +310,7 @@ impl Probe {
             gaps,
             traced,
             reads,
+            always,
             drops,
         })
     }
@@ -334,15 +338,15 @@ impl Probe {
         out
     }
 
-    /// Makes the kernel report every open of this inode by this process (credential files).
-    pub fn always_report(&mut self, key: ReadKey) {
-        let _ = self.reads.insert(key, ALWAYS_REPORT, 0);
+    /// Makes the kernel send every open of this inode, by any traced process (credentials).
+    pub fn always_report(&mut self, dev: u32, ino: u64) -> Result<(), aya::maps::MapError> {
+        self.always.insert(InodeKey { dev, _pad: 0, ino }, 1, 0)
     }
 
     /// Takes the number of further plain reads the kernel counted but did not send.
     pub fn take_read_count(&mut self, key: &ReadKey) -> u64 {
         match self.reads.get(key, 0) {
-            Ok(ALWAYS_REPORT) | Err(_) => 0,
+            Err(_) => 0,
             Ok(n) => {
                 let _ = self.reads.remove(key);
                 n

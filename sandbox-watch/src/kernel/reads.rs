@@ -12,20 +12,20 @@ pub const EXIT_HARVEST: usize = 256;
 
 #[derive(Default)]
 pub struct ReadCounts {
-    /// The inodes each process (tgid, start) read and their entries: 16 bytes a read, the only
-    /// per-read memory past the fold.
-    inodes: HashMap<(u32, u64), Vec<(u32, u64, usize)>>,
+    /// The kernel's keys of what each process (tgid, start) read, and their entries: 48 bytes
+    /// a read, the only per-read memory past the fold.
+    inodes: HashMap<(u32, u64), Vec<(ReadKey, usize)>>,
     /// Opens the kernel counted but did not send, by file entry.
     extra: HashMap<usize, u64>,
 }
 
 impl ReadCounts {
-    /// A plain read of (dev, ino) by the process (tgid, start), counted in `entry`.
-    pub fn track(&mut self, tgid: u32, start_ns: u64, dev: u32, ino: u64, entry: usize) {
+    /// A plain read the kernel counts under `key`, counted in `entry`.
+    pub fn track(&mut self, key: ReadKey, entry: usize) {
         self.inodes
-            .entry((tgid, start_ns))
+            .entry((key.tgid, key.start_ns))
             .or_default()
-            .push((dev, ino, entry));
+            .push((key, entry));
     }
 
     /// The process exited: take what the kernel counted for it, unless it read many files.
@@ -48,8 +48,8 @@ impl ReadCounts {
     }
 
     fn harvest(&mut self, tgid: u32, start_ns: u64, mut take: impl FnMut(&ReadKey) -> u64) {
-        for (dev, ino, entry) in self.inodes.remove(&(tgid, start_ns)).unwrap_or_default() {
-            let more = take(&ReadKey { tgid, dev, ino });
+        for (key, entry) in self.inodes.remove(&(tgid, start_ns)).unwrap_or_default() {
+            let more = take(&key);
             if more > 0 {
                 *self.extra.entry(entry).or_default() += more;
             }

@@ -1,7 +1,8 @@
 //! What to watch: a command started under the probe (`run`), or a running process tree
 //! (`attach`), read from /proc.
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
@@ -11,28 +12,30 @@ use crate::state::processes::Existing;
 
 /// Finds the program a command names, as execvp would, so a command that cannot be started
 /// is refused before anything runs.
-pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
+pub fn resolve_program(name: &OsStr) -> Result<PathBuf, Usage> {
+    let shown = Path::new(name).display();
+    let name_bytes = name.as_bytes();
     let check = |p: &Path| -> Result<PathBuf, Usage> {
         let meta = std::fs::metadata(p)
-            .map_err(|e| Usage(format!("cannot start `{name}`: {}: {e}", p.display())))?;
+            .map_err(|e| Usage(format!("cannot start `{shown}`: {}: {e}", p.display())))?;
         if meta.is_dir() {
             return Err(Usage(format!(
-                "cannot start `{name}`: {} is a directory",
+                "cannot start `{shown}`: {} is a directory",
                 p.display()
             )));
         }
         nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).map_err(|_| {
             Usage(format!(
-                "cannot start `{name}`: {} is not executable",
+                "cannot start `{shown}`: {} is not executable",
                 p.display()
             ))
         })?;
         Ok(p.to_path_buf())
     };
-    if name.is_empty() {
+    if name_bytes.is_empty() {
         return Err(Usage("the command to run is empty".into()));
     }
-    if name.contains('/') {
+    if name_bytes.contains(&b'/') {
         return check(Path::new(name));
     }
     // As execvp: the first executable file of that name in PATH (the default path when unset).
@@ -41,7 +44,7 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, Usage> {
     match which::which_in(name, Some(path), cwd) {
         Ok(found) => check(&found),
         Err(_) => Err(Usage(format!(
-            "cannot start `{name}`: no such command in PATH; give a path or install it"
+            "cannot start `{shown}`: no such command in PATH; give a path or install it"
         ))),
     }
 }
@@ -95,12 +98,19 @@ pub fn agent_user(user: Option<&str>) -> Result<Option<AgentUser>, Usage> {
     }
 }
 
-/// The environment of an agent run as another user: ours, with that user's HOME, USER and
+/// The agent's environment, or None for ours unchanged: ours without the variables named in
+/// `withhold` (the collector's credentials of `--otlp`: the agent must not be able to send as
+/// the monitor), and for an agent run as another user, with that user's HOME, USER and
 /// LOGNAME (root's HOME would send its tools to files they cannot read).
-fn environment_for(user: &AgentUser) -> Vec<CString> {
+fn environment_for(user: Option<&AgentUser>, withhold: &[&str]) -> Option<Vec<CString>> {
     use std::os::unix::ffi::OsStrExt as _;
+    let withheld = |k: &[u8]| withhold.iter().any(|w| w.as_bytes() == k);
+    if user.is_none() && !std::env::vars_os().any(|(k, _)| withheld(k.as_bytes())) {
+        return None;
+    }
     let mut env: Vec<CString> = std::env::vars_os()
-        .filter(|(k, _)| !matches!(k.as_bytes(), b"HOME" | b"USER" | b"LOGNAME"))
+        .filter(|(k, _)| !withheld(k.as_bytes()))
+        .filter(|(k, _)| user.is_none() || !matches!(k.as_bytes(), b"HOME" | b"USER" | b"LOGNAME"))
         .filter_map(|(k, v)| {
             let mut kv = k.as_bytes().to_vec();
             kv.push(b'=');
@@ -108,18 +118,20 @@ fn environment_for(user: &AgentUser) -> Vec<CString> {
             CString::new(kv).ok()
         })
         .collect();
-    for (k, v) in [
-        ("HOME", user.home.as_os_str().as_bytes()),
-        ("USER", user.name.as_bytes()),
-        ("LOGNAME", user.name.as_bytes()),
-    ] {
+    for (k, v) in user.iter().flat_map(|user| {
+        [
+            ("HOME", user.home.as_os_str().as_bytes()),
+            ("USER", user.name.as_bytes()),
+            ("LOGNAME", user.name.as_bytes()),
+        ]
+    }) {
         let mut kv = format!("{k}=").into_bytes();
         kv.extend_from_slice(v);
         if let Ok(c) = CString::new(kv) {
             env.push(c);
         }
     }
-    env
+    Some(env)
 }
 
 /// A pseudo-terminal for the agent: (the monitor's side, the agent's side).
@@ -142,21 +154,25 @@ pub struct GatedChild {
     status: OwnedFd,
 }
 
-/// Forks the agent. Call before any other thread exists: the child only makes system calls
-/// between fork and exec. All memory it needs is prepared here.
+/// Forks the agent, its environment without the variables named in `withhold`. The child only
+/// makes async-signal-safe system calls between fork and exec (so another thread, such as the
+/// OTLP exporter's, may exist): all memory it needs is prepared here.
 pub fn fork_gated(
     program: &Path,
-    argv: &[String],
+    argv: &[OsString],
     user: Option<AgentUser>,
+    withhold: &[&str],
     terminal: Option<OwnedFd>,
 ) -> Result<GatedChild, Usage> {
-    let to_c =
-        |s: &str| CString::new(s).map_err(|_| Usage(format!("argument {s:?} contains a NUL byte")));
-    let c_program = to_c(&program.to_string_lossy())?;
+    // The bytes as given, UTF-8 or not.
+    let to_c = |s: &OsStr| {
+        CString::new(s.as_bytes()).map_err(|_| Usage(format!("argument {s:?} contains a NUL byte")))
+    };
+    let c_program = to_c(program.as_os_str())?;
     let c_argv: Vec<CString> = argv.iter().map(|a| to_c(a)).collect::<Result<_, _>>()?;
     let mut c_ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|a| a.as_ptr()).collect();
     c_ptrs.push(std::ptr::null());
-    let c_env = user.as_ref().map(environment_for);
+    let c_env = environment_for(user.as_ref(), withhold);
     let env_ptrs: Option<Vec<*const libc::c_char>> = c_env.as_ref().map(|env| {
         env.iter()
             .map(|e| e.as_ptr())

@@ -71,6 +71,13 @@ pub const END_KIND: &str = "end";
 /// `append` writes the buffered lines itself once this many bytes are waiting.
 const PENDING_LIMIT: usize = 1 << 20;
 
+/// A new session id for a start record: 128 random bits as 32 lower-case hex digits.
+pub fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the kernel's random numbers (getrandom)");
+    hex::encode(bytes)
+}
+
 /// `verify` reads no line longer than this (the writer never writes one near it).
 pub const MAX_LINE: usize = 64 << 20;
 
@@ -299,6 +306,13 @@ impl LogWriter {
     /// Where the log is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A second, read-only handle on the log file itself (not on whatever is at its path
+    /// later), for a reader that follows it as it is written (the OTLP exporter).
+    pub fn reader(&self) -> io::Result<File> {
+        use std::os::fd::AsRawFd as _;
+        File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
 
     fn io_err(&self, error: io::Error) -> LogError {

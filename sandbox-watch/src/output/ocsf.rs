@@ -118,6 +118,8 @@ pub fn to_ocsf_on_host(
         | Record::FileCount(_)
         | Record::FileHash(_)
         | Record::Listening(_)
+        | Record::GitRef(_)
+        | Record::PackageMeta(_)
         | Record::Violation(_)
         | Record::End(_) => return None,
     };

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::judge::netpolicy::Policy;
 use crate::record::{NetOp, Op, Verdict, ViolationKind};
 use crate::state::files::FileEntry;
+use crate::state::git::Git;
 use crate::state::network::NetEntry;
+use crate::state::packages::Package;
 use crate::state::tool_calls::{ToolCallEntry, ToolCallRef};
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
@@ -26,6 +28,12 @@ pub struct Report {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    /// Packages installed or removed (see `state::packages` for what each is derived from).
+    #[serde(default)]
+    pub packages: Vec<Package>,
+    /// Commits made and pushes tried (see `state::git`).
+    #[serde(default)]
+    pub git: Git,
     pub violations: Vec<Violation>,
     pub log: Option<LogInfo>,
     /// How many argv values were replaced by `[REDACTED]`.
@@ -188,6 +196,8 @@ pub struct Parts {
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
     pub tool_calls: Vec<ToolCallEntry>,
+    pub packages: Vec<Package>,
+    pub git: Git,
     pub redactions: u64,
 }
 
@@ -245,6 +255,8 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         processes: p.processes,
         files: p.files,
         network: p.network,
+        packages: p.packages,
+        git: p.git,
         violations,
         log: None,
         redactions: p.redactions,
@@ -277,7 +289,18 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let mut credentials: Vec<&FileEntry> = parts.files.iter().filter(|f| f.credential).collect();
     credentials.sort_by_key(|f| f.op != Op::Read);
     for f in credentials {
-        let how = if f.verified {
+        let how = if let Some(rule) = &f.same_inode_as {
+            // Another path to a key the rules named at start: both paths, people look for either.
+            format!(
+                "the same file as {}, {}",
+                clean(rule),
+                if f.verified {
+                    "verified"
+                } else {
+                    "not verified"
+                }
+            )
+        } else if f.verified {
             format!("verified on {}", f.fs.as_deref().unwrap_or("?"))
         } else {
             format!(
@@ -370,7 +393,15 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 f.link.as_deref().unwrap_or("symbolic"),
                 clean(to)
             ),
-            (None, None) => format!("pid {} {} {path}", f.pid, f.op.past()),
+            (None, None) => match &f.same_inode_as {
+                Some(rule) => format!(
+                    "pid {} {} {path} (the same file as {})",
+                    f.pid,
+                    f.op.past(),
+                    clean(rule)
+                ),
+                None => format!("pid {} {} {path}", f.pid, f.op.past()),
+            },
         };
         out.push(Violation {
             kind: ViolationKind::Persistence,
@@ -686,6 +717,12 @@ impl Report {
                 }
             ));
         }
+        if let Some(line) = self.packages_line() {
+            s.push_str(&line);
+        }
+        if let Some(line) = self.git_line() {
+            s.push_str(&line);
+        }
         let left: Vec<String> = self
             .processes
             .iter()
@@ -742,6 +779,102 @@ impl Report {
             }
             _ => text,
         }
+    }
+
+    /// `- **Packages**: pip six 1.17.0 (venv /w/.venv), apt tree 2.1.1`, when any.
+    fn packages_line(&self) -> Option<String> {
+        if self.packages.is_empty() {
+            return None;
+        }
+        let items: Vec<String> = self
+            .packages
+            .iter()
+            .take(20)
+            .map(|p| {
+                let mut one = format!("{} {}", p.manager, p.name);
+                if let Some(v) = &p.version {
+                    one.push_str(&format!(" {v}"));
+                }
+                match (p.scope.as_str(), &p.prefix) {
+                    ("system", None) => {}
+                    (scope, Some(prefix)) => one.push_str(&format!(" ({scope} {prefix})")),
+                    (scope, None) => one.push_str(&format!(" ({scope})")),
+                }
+                if p.action == "remove" {
+                    one.push_str(" removed");
+                }
+                no_html(&clean(&one))
+            })
+            .collect();
+        let more = self.packages.len().saturating_sub(items.len());
+        Some(format!(
+            "- **Packages**: {}{}\n",
+            items.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+
+    /// `- **Git**: 1 commit on main in /w/app (d403a31 'Greet the world')`, when any.
+    fn git_line(&self) -> Option<String> {
+        if self.git.is_empty() {
+            return None;
+        }
+        // Commits grouped by repository and branch, in the order first seen.
+        type Group<'a> = ((&'a str, Option<&'a str>), Vec<String>);
+        let mut groups: Vec<Group> = Vec::new();
+        for c in &self.git.commits {
+            let key = (c.repo.as_str(), c.branch.as_deref());
+            let subject = c
+                .message
+                .as_deref()
+                .map(|m| m.split_once(": ").map_or(m, |(_, s)| s))
+                .unwrap_or("");
+            let id: String = c.commit.as_deref().unwrap_or("?").chars().take(7).collect();
+            let one = format!("{id} '{subject}'");
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(one),
+                None => groups.push((key, vec![one])),
+            }
+        }
+        let mut parts: Vec<String> = groups
+            .iter()
+            .map(|((repo, branch), v)| {
+                let shown: Vec<&String> = v.iter().take(3).collect();
+                format!(
+                    "{} commit{} on {} in {} ({}{})",
+                    v.len(),
+                    if v.len() == 1 { "" } else { "s" },
+                    branch.unwrap_or("a detached HEAD"),
+                    repo,
+                    shown
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if v.len() > 3 { ", …" } else { "" }
+                )
+            })
+            .collect();
+        for p in &self.git.pushes {
+            parts.push(format!(
+                "push to {}",
+                if p.hosts.is_empty() {
+                    p.remote
+                        .clone()
+                        .unwrap_or_else(|| "its default remote".into())
+                } else {
+                    p.hosts.join(", ")
+                }
+            ));
+        }
+        Some(format!(
+            "- **Git**: {}\n",
+            no_html(&clean(&parts.join("; ")))
+        ))
     }
 
     /// Destinations (connects that worked), refusals and failures, listeners left, DNS names.
@@ -880,6 +1013,8 @@ mod tests {
                 files,
                 network: vec![],
                 tool_calls: vec![],
+                packages: vec![],
+                git: Git::default(),
                 redactions: 0,
             },
             &Policy::new(vec![]),

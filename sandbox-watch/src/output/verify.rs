@@ -281,7 +281,7 @@ fn check_line(line: &[u8], n: u64, prev: &str) -> Result<LineOk, Bad> {
 
 /// A JSON value parsed with every object's keys checked for duplicates (serde_json's own
 /// `Value` keeps the last of two equal keys silently).
-struct Strict(Value);
+pub(crate) struct Strict(pub(crate) Value);
 
 impl<'de> serde::Deserialize<'de> for Strict {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

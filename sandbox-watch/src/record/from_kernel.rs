@@ -15,7 +15,7 @@ use crate::record::{NetOp, Op, Verdict};
 use crate::state::files::{FileEntry, dev_string, errno_name, open_flags};
 use crate::state::network::{NetEntry, proto_name, result_name};
 use sandbox_watch_common::abi::{
-    FMODE_CREATED, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY,
+    FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY,
 };
 
 /// An exec. `launcher`, `verdict` and `started_at` are the session's to say (see
@@ -69,7 +69,9 @@ pub fn exit(header: &Header, exit_code: u32) -> Exit {
 
 /// What an open did, from the file's mode and the flags it was opened with.
 pub fn op_of_open(open: &FileOpen) -> Op {
-    if open.f_mode & FMODE_CREATED != 0 {
+    if open.f_mode & FMODE_PATH != 0 {
+        Op::Path
+    } else if open.f_mode & FMODE_CREATED != 0 {
         Op::Create
     } else if open.f_mode & FMODE_WRITE != 0
         || open.open_flags & (O_WRONLY | O_RDWR | O_TRUNC | O_CREAT) != 0
@@ -109,14 +111,27 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         after_step: false,
         declared: None,
         declared_by: None,
+        same_inode_as: None,
     }
 }
 
 /// An open, with the path walked from the kernel's `struct file`.
 pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
     let op = op_of_open(open);
-    let c = classifier.classify(&open.path, open.magic, open.path_truncated, op.changes());
+    let inode = (open.dev, open.ino);
+    let (mut c, same_inode_as) = classifier.classify_file(
+        &open.path,
+        open.magic,
+        open.path_truncated,
+        op.changes(),
+        inode,
+    );
+    if op == Op::Path {
+        // Naming a key is not reading it: the read, if any, is an open of its own.
+        c = Default::default();
+    }
     FileEntry {
+        same_inode_as,
         fs: Some(classify::fs_name(open.magic).to_string()),
         magic: Some(classify::magic_hex(open.magic)),
         dev: Some(dev_string(open.dev)),

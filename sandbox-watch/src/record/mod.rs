@@ -52,6 +52,11 @@ pub enum Record {
     FileHash(FileHash),
     /// At the end: whether a listener still listens.
     Listening(Listening),
+    /// At the end: a git ref a traced process updated, as it was then, with its reflog's
+    /// latest lines (one per update seen).
+    GitRef(GitRef),
+    /// At the end: the name and version a created package manifest (npm's package.json) held.
+    PackageMeta(PackageMeta),
     /// At the end: one of the report's violations.
     Violation(Violation),
     /// The last record: the counts.
@@ -74,6 +79,8 @@ impl Record {
             Record::FileCount(_) => "file_count",
             Record::FileHash(_) => "file_hash",
             Record::Listening(_) => "listening",
+            Record::GitRef(_) => "git_ref",
+            Record::PackageMeta(_) => "package_meta",
             Record::Violation(_) => "violation",
             Record::End(_) => "end",
         }
@@ -93,7 +100,11 @@ impl Record {
             Record::FileCount(c) => Some(c.pid),
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
-            Record::Start(_) | Record::FileHash(_) | Record::End(_) => None,
+            Record::Start(_)
+            | Record::FileHash(_)
+            | Record::GitRef(_)
+            | Record::PackageMeta(_)
+            | Record::End(_) => None,
         }
     }
 
@@ -126,6 +137,11 @@ pub struct Start {
     pub version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
+    /// A random id of this session (32 hex digits), so a collector that receives many
+    /// sessions' records can tell them apart (the OTLP resource's `sandbox_watch.session.id`).
+    /// Logs written before it have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// The agent as known at the start: the namespace given (attach, container, --agent-netns),
@@ -190,6 +206,9 @@ pub struct Exit {
 
 /// A failed file operation: an entry (refused or failed for a reason other than "not
 /// there"), or, for a delete, rename or link of nothing (ENOENT, ENOTDIR), only what was tried.
+// An entry is built once per failed operation and moved into its record: boxing it would add
+// an allocation for nothing measurable.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum FileFailed {
@@ -301,6 +320,43 @@ pub struct Listening {
     #[serde(default)]
     pub port: Option<u16>,
     pub listening_at_end: bool,
+}
+
+/// A git ref file (`…/.git/refs/heads/main`, `…/.git/HEAD`) as it was at the end of the
+/// capture: the commit it names, and the last lines of its reflog, oldest first, as many as
+/// the traced processes made updates of it (fewer when the reflog has fewer).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GitRef {
+    pub path: String,
+    /// The id the ref file held (None: gone, a symbolic ref, unreadable; see `skipped`).
+    #[serde(default)]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    #[serde(default)]
+    pub reflog: Vec<RefUpdate>,
+}
+
+/// One reflog line: `old new who when\tmessage` (the message redacted as argv is).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefUpdate {
+    pub old: String,
+    pub new: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// A package manifest created by a traced process, read at the end (name and version only,
+/// redacted as argv is).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PackageMeta {
+    pub path: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// A violation as the log has it: its kind is `violation` there (`kind` names the record).
@@ -430,6 +486,8 @@ mod tests {
             r#"{"kind":"net_result","pid":3,"addr":"127.0.0.1","port":80,"result":"ok"}"#,
             r#"{"kind":"file_hash","path":"/x","sha256":null,"sha256_skipped":"gone"}"#,
             r#"{"kind":"violation","violation":"lost","pid":null,"summary":"s"}"#,
+            r#"{"kind":"git_ref","path":"/r/.git/refs/heads/main","commit":"ab","reflog":[{"old":"00","new":"ab","message":"commit (initial): x"}]}"#,
+            r#"{"kind":"package_meta","path":"/p/node_modules/a/package.json","name":"a","version":"1.0.0"}"#,
         ];
         for line in lines {
             let v: Value = serde_json::from_str(line).unwrap();

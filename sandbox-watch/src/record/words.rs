@@ -14,6 +14,9 @@ pub enum Op {
     Create,
     Delete,
     Rename,
+    /// An O_PATH open: the file named and held, neither read nor written (its descriptor can
+    /// be passed on, reopened through /proc/self/fd, or used as a directory for `*at` calls).
+    Path,
 }
 
 impl Op {
@@ -25,6 +28,7 @@ impl Op {
             Op::Create => "create",
             Op::Delete => "delete",
             Op::Rename => "rename",
+            Op::Path => "path",
         }
     }
 
@@ -36,6 +40,7 @@ impl Op {
             Op::Create => "created",
             Op::Delete => "deleted",
             Op::Rename => "renamed",
+            Op::Path => "opened (O_PATH)",
         }
     }
 
@@ -46,6 +51,7 @@ impl Op {
             Op::Write | Op::Create => "write",
             Op::Delete => "delete",
             Op::Rename => "rename",
+            Op::Path => "open",
         }
     }
 
@@ -57,12 +63,13 @@ impl Op {
             Op::Write => (3, "Update"),
             Op::Delete => (4, "Delete"),
             Op::Rename => (5, "Rename"),
+            Op::Path => (14, "Open"),
         }
     }
 
     /// Whether the operation changes the file system.
     pub fn changes(self) -> bool {
-        self != Op::Read
+        !matches!(self, Op::Read | Op::Path)
     }
 }
 
@@ -163,6 +170,8 @@ pub enum ViolationKind {
     /// A credential, persistence, outside or network finding under a step the agent's
     /// transcript does not declare (`--transcript`).
     Undeclared,
+    /// `--otlp`: records not delivered to the collector by the end.
+    Export,
 }
 
 impl ViolationKind {
@@ -175,6 +184,7 @@ impl ViolationKind {
         ViolationKind::Leftover,
         ViolationKind::Outlived,
         ViolationKind::Undeclared,
+        ViolationKind::Export,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -187,6 +197,7 @@ impl ViolationKind {
             ViolationKind::Leftover => "leftover",
             ViolationKind::Outlived => "outlived",
             ViolationKind::Undeclared => "undeclared",
+            ViolationKind::Export => "export",
         }
     }
 

@@ -77,6 +77,10 @@ pub struct FileEntry {
     pub declared: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared_by: Option<String>,
+    /// The file a credential or persistence rule named at start, when this entry reached its
+    /// inode by another path (a hard link, a bind mount, a detached tree, a file handle).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub same_inode_as: Option<String>,
 }
 
 fn one() -> u64 {
@@ -133,8 +137,9 @@ pub const DETAILED_READS: usize = 10_000;
 #[derive(Default)]
 pub struct Files {
     pub entries: Vec<FileEntry>,
-    /// Detailed plain reads: (process, dev, ino) → their entry.
-    reads: HashMap<(u64, String, u64), u32>,
+    /// Detailed plain reads: (process, dev, ino, path) → their entry. The path is part of
+    /// it: a second path to one inode (a hard link, a bind mount) is an entry of its own.
+    reads: HashMap<(u64, String, u64, String), u32>,
     /// Folded reads: (process, directory) → entry.
     folds: HashMap<(u64, String), u32>,
     detailed_reads: usize,
@@ -170,7 +175,9 @@ impl Files {
     pub fn file(&mut self, process: u64, e: &FileEntry) -> Added {
         let plain_read = e.op == Op::Read && !e.credential && e.folded.is_none();
         let key = match (&e.dev, e.ino) {
-            (Some(dev), Some(ino)) if plain_read => Some((process, dev.clone(), ino)),
+            (Some(dev), Some(ino)) if plain_read => {
+                Some((process, dev.clone(), ino, e.path.clone()))
+            }
             _ => None,
         };
         if let Some(&i) = key.as_ref().and_then(|k| self.reads.get(k)) {
@@ -256,7 +263,7 @@ impl Files {
         match e.op {
             Op::Write | Op::Create => Some(&e.path),
             Op::Rename => e.new_path.as_deref(),
-            Op::Read | Op::Delete => None,
+            Op::Read | Op::Delete | Op::Path => None,
         }
     }
 
@@ -317,6 +324,34 @@ pub fn hash_now(path: &str) -> (Option<String>, Option<String>) {
         }
         Err(e) => (None, Some(format!("unreadable: {e}"))),
     }
+}
+
+/// Up to `limit` bytes of a file as it is now (the last `limit` when `tail`), never through a
+/// symbolic link; or why not.
+pub fn read_now(path: &str, limit: u64, tail: bool) -> Result<Vec<u8>, String> {
+    use std::io::{Read as _, Seek as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "gone at the end of the capture".to_string(),
+            _ => format!("unreadable: {e}"),
+        })?;
+    let meta = f.metadata().map_err(|e| format!("unreadable: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if tail && meta.len() > limit {
+        f.seek(std::io::SeekFrom::Start(meta.len() - limit))
+            .map_err(|e| format!("unreadable: {e}"))?;
+    }
+    let mut out = Vec::new();
+    f.take(limit)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("unreadable: {e}"))?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -176,10 +176,11 @@ impl Network {
         }
         self.entries.push(e);
         let i = self.entries.len() - 1;
-        if n.op == NetOp::Connect && n.result == IN_PROGRESS {
-            if let Some(socket) = n.socket {
-                self.pending.insert(socket, i);
-            }
+        if n.op == NetOp::Connect
+            && n.result == IN_PROGRESS
+            && let Some(socket) = n.socket
+        {
+            self.pending.insert(socket, i);
         }
         i
     }

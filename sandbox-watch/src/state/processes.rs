@@ -200,6 +200,11 @@ impl Processes {
         self.live.len()
     }
 
+    /// The pids of the processes still alive as far as the records tell.
+    pub fn live_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.live.keys().copied()
+    }
+
     /// The entry of the live process with this pid.
     pub fn live_index(&self, pid: u32) -> Option<usize> {
         self.live.get(&pid).copied()

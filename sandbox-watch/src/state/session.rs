@@ -3,11 +3,12 @@
 //! the report a replay rebuilds from a log is the report the capture wrote.
 //!
 //! A new record kind is a new arm in [`Session::apply`] (the compiler asks for it).
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use crate::judge::netpolicy::{self, Policy};
 use crate::output::report::{self, Agent, Exit, Parts, ProbeInfo, Report, Target};
-use crate::record::{End, FileFailed, Record, Start, Violation};
+use crate::record::{End, FileFailed, GitRef, PackageMeta, Record, Start, Violation};
 use crate::state::files::{Added, Files};
 use crate::state::network::Network;
 use crate::state::processes::{AgentRule, Processes, is_launcher};
@@ -40,6 +41,10 @@ pub struct Session {
     pub tool_calls: ToolCalls,
     /// The session's number of the agent process, once it is known.
     agent_process: Option<u64>,
+    /// `git_ref` records: ref file → what it held at the end.
+    pub git_refs: BTreeMap<String, GitRef>,
+    /// `package_meta` records: manifest → its name and version at the end.
+    pub package_metas: BTreeMap<String, PackageMeta>,
     /// The capture's final violations, as logged (the report computes its own, the same).
     pub violations: Vec<Violation>,
     pub end: Option<End>,
@@ -155,6 +160,14 @@ impl Session {
             }
             Record::Listening(l) => {
                 self.network.listening(l);
+                Applied::Other
+            }
+            Record::GitRef(g) => {
+                self.git_refs.insert(g.path.clone(), g.clone());
+                Applied::Other
+            }
+            Record::PackageMeta(m) => {
+                self.package_metas.insert(m.path.clone(), m.clone());
                 Applied::Other
             }
             Record::Violation(v) => {
@@ -341,7 +354,11 @@ impl Session {
                 };
                 e
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let files = self.files.report_entries();
+        let network = self.network.report_entries(agent.netns);
+        let packages = crate::state::packages::derive(&processes, &files, &self.package_metas);
+        let git = crate::state::git::derive(&processes, &files, &network, &self.git_refs);
         report::assemble(
             Parts {
                 target: start.map_or_else(
@@ -367,8 +384,10 @@ impl Session {
                 lost_by_kind: end.map(|e| e.lost_by_kind.clone()).unwrap_or_default(),
                 undecodable: end.map_or(0, |e| e.undecodable),
                 processes,
-                files: self.files.report_entries(),
-                network: self.network.report_entries(agent.netns),
+                files,
+                network,
+                packages,
+                git,
                 tool_calls: self.tool_call_entries(),
                 redactions: end.map_or(0, |e| e.redactions),
                 agent,

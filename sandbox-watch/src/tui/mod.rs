@@ -36,6 +36,8 @@ use pty::AgentIo;
 
 /// What the capture sends the TUI.
 #[derive(Debug, Clone)]
+// One record at a time through a channel: boxing it would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 pub enum Feed {
     /// One record, with its place in the log (when there is one).
     Record(crate::record::Logged),
@@ -154,6 +156,8 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+// As Feed: one at a time, never stored.
+#[allow(clippy::large_enum_variant)]
 enum LoopEvent {
     Term(io::Result<TermEvent>),
     TermClosed,

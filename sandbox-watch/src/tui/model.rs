@@ -456,6 +456,20 @@ pub(crate) fn summarize(r: &Record) -> String {
             (None, Some(why)) => format!("{} at the end: not hashed, {why}", h.path),
             (None, None) => format!("{} at the end", h.path),
         },
+        Record::GitRef(g) => format!(
+            "{} at the end: {}",
+            g.path,
+            g.commit
+                .as_deref()
+                .or(g.skipped.as_deref())
+                .unwrap_or("no commit")
+        ),
+        Record::PackageMeta(m) => format!(
+            "{} at the end: {} {}",
+            m.path,
+            m.name.as_deref().unwrap_or("?"),
+            m.version.as_deref().unwrap_or("?")
+        ),
         Record::Listening(l) => format!(
             "pid {} {} {} {} at the end",
             l.pid,

@@ -665,7 +665,8 @@ fn build_row(
                     ViolationKind::Persistence
                     | ViolationKind::Lost
                     | ViolationKind::Leftover
-                    | ViolationKind::Outlived,
+                    | ViolationKind::Outlived
+                    | ViolationKind::Export,
                 ) => theme.warn(),
                 AlertKind::Gap => Style::new(),
             };

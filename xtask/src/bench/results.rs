@@ -119,10 +119,15 @@ impl Results<'_> {
             value: lost.to_string(),
             met: lost == 0,
         });
-        if let Some(m) = self.memory.first() {
+        for m in self.memory.iter().filter(|m| m["with_report"] == true) {
+            let otlp = if m["otlp"].is_string() {
+                " with --otlp"
+            } else {
+                ""
+            };
             let rss = m["peak_rss_mb"].as_f64().unwrap_or(f64::NAN);
             out.push(Check {
-                what: format!("monitor peak RSS, capture of {} events", m["events"]),
+                what: format!("monitor peak RSS, capture of {} events{otlp}", m["events"]),
                 target: format!("≤ {TARGET_RSS_MB:.0} MB"),
                 value: format!("{rss:.1} MB"),
                 met: rss <= TARGET_RSS_MB,
@@ -134,6 +139,15 @@ impl Results<'_> {
                 value: lost.to_string(),
                 met: lost == 0,
             });
+            if m["otlp"].is_string() {
+                let pending = m["export"]["pending"].as_u64();
+                out.push(Check {
+                    what: "records not delivered to the collector at its end".into(),
+                    target: "0".into(),
+                    value: opt(pending),
+                    met: pending == Some(0),
+                });
+            }
         }
         out
     }
@@ -320,10 +334,10 @@ RSS MB: the monitor's peak RSS. Medians over the rounds throughout."
                 t,
                 "memory, {}{}: {} events, {} lost, {} file entries; monitor peak RSS {:.1} MB (target ≤ {TARGET_RSS_MB:.0} MB: {}; sampled peaks: anonymous {:.1} MB, file-backed {:.1} MB), CPU {:.0}+{:.0} ms, workload {:.0} ms, monitor {:.1} s in all; log {:.0} MB, report {:.0} MB",
                 m["workload"].as_str().unwrap_or(""),
-                if m["with_report"] == true {
-                    ", --log and --report"
-                } else {
-                    ", --log only"
+                match (m["with_report"] == true, m["otlp"].is_string()) {
+                    (_, true) => ", --log, --report and --otlp (rotel on loopback)",
+                    (true, false) => ", --log and --report",
+                    (false, false) => ", --log only",
                 },
                 m["events"],
                 m["lost"],
@@ -338,6 +352,18 @@ RSS MB: the monitor's peak RSS. Medians over the rounds throughout."
                 m["monitor_wall_s"].as_f64().unwrap_or(0.0),
                 m["log_mb"].as_f64().unwrap_or(0.0),
                 m["report_mb"].as_f64().unwrap_or(0.0),
+            );
+        }
+        for m in self.memory.iter().filter(|m| m["otlp"].is_string()) {
+            let _ = writeln!(
+                t,
+                "OTLP export of that capture: {} records sent, {} pending, {} rejected; added monitor CPU {} ms = {} µs per record (the collector: {} µs per record)",
+                m["export"]["sent"],
+                m["export"]["pending"],
+                m["export"]["rejected"],
+                m["otlp_added_cpu_ms"],
+                m["otlp_cpu_us_per_record"],
+                m["collector_cpu_us_per_record"],
             );
         }
         for (peer, why) in self.skipped {

@@ -1,0 +1,340 @@
+//! One log line → one OpenTelemetry LogRecord (the mapping is documented in the README and in
+//! [`super`]): the body is the line's exact text, so anyone downstream can recompute the chain;
+//! the attributes are read from it for searching and are not part of the evidence.
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{
+    AnyValue, ArrayValue, InstrumentationScope, KeyValue, any_value,
+};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use serde_json::Value;
+
+/// The resource attribute that tells sessions apart.
+pub const SESSION_ATTR: &str = "sandbox_watch.session.id";
+
+/// The start record's field that holds the session id.
+pub const SESSION_FIELD: &str = "session_id";
+
+fn string(s: impl Into<String>) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::StringValue(s.into())),
+    }
+}
+
+fn int(i: i64) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::IntValue(i)),
+    }
+}
+
+fn kv(key: &str, value: AnyValue) -> KeyValue {
+    KeyValue {
+        key: key.to_string(),
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+/// The session id of a log, from its first line: the start record's `session_id`, or for a
+/// log written before there was one, the first 32 hex digits of record 0's hash (so shipping
+/// it twice still names one session).
+pub fn session_of(first_line: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(first_line).ok()?;
+    if let Some(id) = v.get(SESSION_FIELD).and_then(Value::as_str) {
+        return Some(id.to_string());
+    }
+    let hash = v.get("hash").and_then(Value::as_str)?;
+    Some(hash.chars().take(32).collect())
+}
+
+/// The resource of every record of one session: who sent it, from where, which session; then
+/// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME` (which may replace the defaults, but
+/// never the session id).
+pub fn resource(session: &str, extra: &[(String, String)]) -> Resource {
+    let mut attrs: Vec<(String, String)> = vec![
+        ("service.name".into(), "sandbox-watch".into()),
+        ("service.version".into(), env!("CARGO_PKG_VERSION").into()),
+    ];
+    if let Some(host) = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+    {
+        attrs.push(("host.name".into(), host));
+    }
+    // host.id on Linux is the machine id (semantic conventions).
+    if let Some(id) = std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+    {
+        attrs.push(("host.id".into(), id));
+    }
+    for (k, v) in extra {
+        if k == SESSION_ATTR {
+            continue;
+        }
+        attrs.retain(|(key, _)| key != k);
+        attrs.push((k.clone(), v.clone()));
+    }
+    attrs.push((SESSION_ATTR.into(), session.to_string()));
+    Resource {
+        attributes: attrs
+            .iter()
+            .map(|(k, v)| kv(k, string(v.as_str())))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// One request holding `records` of one session.
+pub fn request(resource: &Resource, records: Vec<LogRecord>) -> ExportLogsServiceRequest {
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(resource.clone()),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(InstrumentationScope {
+                    name: "sandbox-watch".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    ..Default::default()
+                }),
+                log_records: records,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    }
+}
+
+/// The LogRecord of one log line (without its newline). A line that is not a record (it
+/// cannot be, unless the file was changed) is still sent, its body exact, without attributes.
+pub fn log_record(line: &[u8], observed_ns: u64) -> LogRecord {
+    let body = match std::str::from_utf8(line) {
+        Ok(text) => string(text),
+        Err(_) => AnyValue {
+            value: Some(any_value::Value::BytesValue(line.to_vec())),
+        },
+    };
+    let mut record = LogRecord {
+        observed_time_unix_nano: observed_ns,
+        severity_number: SeverityNumber::Info as i32,
+        severity_text: "INFO".into(),
+        body: Some(body),
+        event_name: "sandbox_watch.unreadable".into(),
+        ..Default::default()
+    };
+    let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(line) else {
+        return record;
+    };
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("unknown");
+    record.event_name = format!("sandbox_watch.{kind}");
+    if kind == "violation" {
+        record.severity_number = SeverityNumber::Warn as i32;
+        record.severity_text = "WARN".into();
+    }
+    if let Some(ns) = obj
+        .get("at")
+        .and_then(Value::as_str)
+        .and_then(crate::time::parse_ns)
+    {
+        record.time_unix_nano = u64::try_from(ns).unwrap_or(0);
+    }
+    let attrs = &mut record.attributes;
+    let s = |k: &str| obj.get(k).and_then(Value::as_str);
+    let i = |k: &str| obj.get(k).and_then(Value::as_i64);
+    if let Some(seq) = i("seq") {
+        attrs.push(kv("sandbox_watch.seq", int(seq)));
+    }
+    attrs.push(kv("sandbox_watch.kind", string(kind)));
+    for (key, attr) in [
+        ("hash", "sandbox_watch.hash"),
+        ("prev", "sandbox_watch.prev"),
+    ] {
+        if let Some(v) = s(key) {
+            attrs.push(kv(attr, string(v)));
+        }
+    }
+    // Semantic-convention attributes where a field means the same thing.
+    for (key, attr) in [
+        ("pid", "process.pid"),
+        ("ppid", "process.parent_pid"),
+        ("uid", "process.user.id"),
+        ("exit_code", "process.exit.code"),
+    ] {
+        if let Some(v) = i(key) {
+            attrs.push(kv(attr, int(v)));
+        }
+    }
+    for (key, attr) in [
+        ("exe", "process.executable.path"),
+        ("cwd", "process.working_directory"),
+    ] {
+        if let Some(v) = s(key) {
+            attrs.push(kv(attr, string(v)));
+        }
+    }
+    if let Some(argv) = obj.get("argv").and_then(Value::as_array) {
+        let values = argv
+            .iter()
+            .map(|a| string(a.as_str().map_or_else(|| a.to_string(), str::to_owned)))
+            .collect();
+        attrs.push(kv(
+            "process.command_args",
+            AnyValue {
+                value: Some(any_value::Value::ArrayValue(ArrayValue { values })),
+            },
+        ));
+    }
+    match kind {
+        "file" | "file_failed" | "file_count" | "file_hash" => {
+            if let Some(p) = s("path") {
+                attrs.push(kv("file.path", string(p)));
+            }
+        }
+        "net" | "net_result" | "listening" => {
+            if let Some(a) = s("addr") {
+                attrs.push(kv("server.address", string(a)));
+            }
+            if let Some(p) = i("port") {
+                attrs.push(kv("server.port", int(p)));
+            }
+            if let Some(p) = s("proto") {
+                attrs.push(kv("network.transport", string(p)));
+            }
+            if let Some(n) = s("name") {
+                attrs.push(kv("dns.question.name", string(n)));
+            }
+        }
+        "violation" => {
+            if let Some(v) = s("violation") {
+                attrs.push(kv("sandbox_watch.violation", string(v)));
+            }
+        }
+        _ => {}
+    }
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr<'a>(r: &'a LogRecord, key: &str) -> Option<&'a any_value::Value> {
+        r.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.as_ref())
+            .and_then(|v| v.value.as_ref())
+    }
+
+    fn text(v: Option<&any_value::Value>) -> &str {
+        match v {
+            Some(any_value::Value::StringValue(s)) => s,
+            other => panic!("not a string: {other:?}"),
+        }
+    }
+
+    fn integer(v: Option<&any_value::Value>) -> i64 {
+        match v {
+            Some(any_value::Value::IntValue(i)) => *i,
+            other => panic!("not an int: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_exec_line() {
+        let line = r#"{"seq":3,"prev":"aa","hash":"bb","at":"2026-12-01T10:00:00.000000005Z","kind":"exec","argv":["git","commit","-m","x y"],"cwd":"/w","exe":"/usr/bin/git","pid":42,"ppid":41,"uid":1000}"#;
+        let r = log_record(line.as_bytes(), 7);
+        assert_eq!(
+            r.body,
+            Some(string(line)),
+            "the body is the line, byte for byte"
+        );
+        assert_eq!(r.event_name, "sandbox_watch.exec");
+        assert_eq!(r.time_unix_nano, 1_796_119_200_000_000_005);
+        assert_eq!(r.observed_time_unix_nano, 7);
+        assert_eq!(r.severity_number, SeverityNumber::Info as i32);
+        assert_eq!(integer(attr(&r, "sandbox_watch.seq")), 3);
+        assert_eq!(text(attr(&r, "sandbox_watch.kind")), "exec");
+        assert_eq!(text(attr(&r, "sandbox_watch.hash")), "bb");
+        assert_eq!(text(attr(&r, "sandbox_watch.prev")), "aa");
+        assert_eq!(integer(attr(&r, "process.pid")), 42);
+        assert_eq!(integer(attr(&r, "process.parent_pid")), 41);
+        assert_eq!(text(attr(&r, "process.executable.path")), "/usr/bin/git");
+        let Some(any_value::Value::ArrayValue(args)) = attr(&r, "process.command_args") else {
+            panic!("no command args")
+        };
+        assert_eq!(args.values.len(), 4);
+        assert_eq!(args.values[3], string("x y"));
+    }
+
+    #[test]
+    fn file_net_dns_and_violation_lines() {
+        let f = log_record(
+            br#"{"seq":1,"kind":"file","pid":5,"path":"/etc/passwd","op":"read"}"#,
+            0,
+        );
+        assert_eq!(text(attr(&f, "file.path")), "/etc/passwd");
+        let n = log_record(
+            br#"{"seq":2,"kind":"net","op":"connect","proto":"tcp","addr":"10.0.0.1","port":443,"pid":5}"#,
+            0,
+        );
+        assert_eq!(text(attr(&n, "server.address")), "10.0.0.1");
+        assert_eq!(integer(attr(&n, "server.port")), 443);
+        assert_eq!(text(attr(&n, "network.transport")), "tcp");
+        let d = log_record(
+            br#"{"seq":3,"kind":"net","op":"dns","proto":"udp","addr":"127.0.0.53","port":53,"name":"example.com"}"#,
+            0,
+        );
+        assert_eq!(text(attr(&d, "dns.question.name")), "example.com");
+        let v = log_record(
+            br#"{"seq":4,"kind":"violation","violation":"outside","pid":9,"summary":"s"}"#,
+            0,
+        );
+        assert_eq!(v.severity_number, SeverityNumber::Warn as i32);
+        assert_eq!(v.severity_text, "WARN");
+        assert_eq!(text(attr(&v, "sandbox_watch.violation")), "outside");
+    }
+
+    #[test]
+    fn a_line_that_is_no_record_is_sent_as_it_is() {
+        let r = log_record(b"not json", 0);
+        assert_eq!(r.body, Some(string("not json")));
+        assert!(r.attributes.is_empty());
+        let r = log_record(b"\xff\xfe", 0);
+        assert_eq!(
+            r.body.unwrap().value,
+            Some(any_value::Value::BytesValue(vec![0xff, 0xfe]))
+        );
+    }
+
+    #[test]
+    fn the_session_and_the_resource() {
+        assert_eq!(
+            session_of(br#"{"seq":0,"hash":"ab","kind":"start","session_id":"s1"}"#).as_deref(),
+            Some("s1")
+        );
+        let old = format!(r#"{{"seq":0,"hash":"{}","kind":"start"}}"#, "c".repeat(64));
+        assert_eq!(session_of(old.as_bytes()), Some("c".repeat(32)));
+        assert_eq!(session_of(b"garbage"), None);
+        let r = resource(
+            "s1",
+            &[
+                ("service.name".into(), "mine".into()),
+                (SESSION_ATTR.into(), "forged".into()),
+                ("team".into(), "a".into()),
+            ],
+        );
+        let get = |k: &str| {
+            let found: Vec<_> = r.attributes.iter().filter(|kv| kv.key == k).collect();
+            assert!(found.len() <= 1, "{k} twice");
+            found.first().map(|kv| kv.value.clone().unwrap())
+        };
+        assert_eq!(get("service.name"), Some(string("mine")));
+        assert_eq!(get(SESSION_ATTR), Some(string("s1")));
+        assert_eq!(get("team"), Some(string("a")));
+        assert_eq!(
+            get("service.version"),
+            Some(string(env!("CARGO_PKG_VERSION")))
+        );
+    }
+}

