@@ -278,9 +278,9 @@ fn the_transcript_is_reconciled_with_what_ran() {
         transcript.display()
     ));
     let script = format!(
-        "{}\n{}\necho own > {}/own.txt\n{}\n{printf}",
+        "{}\nsh -c {}\necho own > {}/own.txt\n{}\n{printf}",
         claude_wrapped(&snapshot, &one),
-        format!("sh -c {}", shell_quote(&cat)),
+        shell_quote(&cat),
         d.display(),
         claude_wrapped(&snapshot, "true"),
     );
