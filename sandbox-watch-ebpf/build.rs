@@ -47,6 +47,8 @@ fn main() {
                 "-emit-llvm",
                 "-c",
                 "-D__TARGET_ARCH_x86",
+                // BPF v3 (kernel 5.1+; atomics with a result, 5.12+): sw_fetch_add needs it.
+                "-mcpu=v3",
             ])
             .arg("-I")
             .arg(&out)
@@ -56,4 +58,7 @@ fn main() {
         "clang (C shim)",
     );
     println!("cargo:rustc-link-arg={}", bitcode.display());
+    // The sequence number's fetch-and-add returns a value: the linker must keep the v3 atomics
+    // (`--cpu v3` is refused beside aya-build's own `--cpu`; the feature alone is accepted).
+    println!("cargo:rustc-link-arg=--cpu-features=+alu32");
 }

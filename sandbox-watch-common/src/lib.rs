@@ -46,11 +46,33 @@ pub enum EventKind {
     OpenFailed = 8,
     /// A symbolic or hard link made: the target, then the new name.
     Link = 9,
+    /// Bytes a traced process wrote to its stdout or stderr (one chunk of one write).
+    Output = 45,
+    /// An execve or execveat that failed (the error from the syscall's exit; the path and
+    /// argv read from the caller's memory).
+    ExecFailed = 40,
+    // 10–19: the agent acting on its monitor (issue 13). All are a [`TamperEvent`]; each is
+    // sent at the syscall's entry (before it takes effect) and wakes the reader at once.
+    /// A bpf(2) call by a traced task (the command, and the object it names when it names one).
+    Bpf = 10,
+    /// bpf(2) gave a traced task a descriptor of one of the monitor's own maps, programs or
+    /// links (at the exit of `*_GET_FD_BY_ID` and `OBJ_GET`: the object of the returned fd).
+    BpfFd = 11,
+    /// ptrace, process_vm_readv or process_vm_writev aimed at a thread of the monitor.
+    TraceAccess = 12,
+    /// pidfd_open or pidfd_getfd aimed at the monitor.
+    Pidfd = 13,
+    /// A signal to the monitor (any sender's syscall, or the kernel on its behalf), or a kill
+    /// call aimed at it (signal 0 included).
+    Signal = 14,
+    /// An open of the monitor's own files: its `/proc/PID/...` entries or one of its outputs
+    /// (by inode, whatever the path). Tail: the walked path, as a `FileEvent`'s.
+    MonitorFile = 15,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 17] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -60,6 +82,14 @@ impl EventKind {
         Self::Net,
         Self::OpenFailed,
         Self::Link,
+        Self::Bpf,
+        Self::BpfFd,
+        Self::TraceAccess,
+        Self::Pidfd,
+        Self::Signal,
+        Self::MonitorFile,
+        Self::ExecFailed,
+        Self::Output,
     ];
 
     pub const fn from_u32(v: u32) -> Option<Self> {
@@ -73,6 +103,14 @@ impl EventKind {
             7 => Self::Net,
             8 => Self::OpenFailed,
             9 => Self::Link,
+            45 => Self::Output,
+            40 => Self::ExecFailed,
+            10 => Self::Bpf,
+            11 => Self::BpfFd,
+            12 => Self::TraceAccess,
+            13 => Self::Pidfd,
+            14 => Self::Signal,
+            15 => Self::MonitorFile,
             _ => return None,
         })
     }
@@ -88,6 +126,14 @@ impl EventKind {
             Self::Net => "net",
             Self::OpenFailed => "open_failed",
             Self::Link => "link",
+            Self::Output => "output",
+            Self::ExecFailed => "exec_failed",
+            Self::Bpf => "bpf",
+            Self::BpfFd => "bpf_fd",
+            Self::TraceAccess => "trace_access",
+            Self::Pidfd => "pidfd",
+            Self::Signal => "signal",
+            Self::MonitorFile => "monitor_file",
         }
     }
 
@@ -104,6 +150,14 @@ impl EventKind {
             Self::Net => core::mem::size_of::<NetEvent>(),
             Self::OpenFailed => core::mem::size_of::<FileEvent>(),
             Self::Link => core::mem::size_of::<FileEvent>(),
+            Self::Output => core::mem::size_of::<OutputEvent>(),
+            Self::ExecFailed => core::mem::size_of::<ExecFailedEvent>(),
+            Self::Bpf
+            | Self::BpfFd
+            | Self::TraceAccess
+            | Self::Pidfd
+            | Self::Signal
+            | Self::MonitorFile => core::mem::size_of::<TamperEvent>(),
         }
     }
 }
@@ -153,7 +207,15 @@ const _: () = {
             | EventKind::Rename
             | EventKind::Net
             | EventKind::OpenFailed
-            | EventKind::Link => 9,
+            | EventKind::Link
+            | EventKind::Output
+            | EventKind::ExecFailed
+            | EventKind::Bpf
+            | EventKind::BpfFd
+            | EventKind::TraceAccess
+            | EventKind::Pidfd
+            | EventKind::Signal
+            | EventKind::MonitorFile => 17,
         }
     }
     assert!(
@@ -211,6 +273,10 @@ pub struct EventHeader {
     /// Start time (boot clock, ns) of the thread group leader: with `tgid` it names one
     /// process even when pids are reused.
     pub start_ns: u64,
+    /// The kernel's global sequence number (map `SEQ`), taken just before the record is put
+    /// in the ring: 0, 1, 2, … over every record of every kind, so a record that never
+    /// arrives leaves a hole, whatever a drop counter says.
+    pub seq: u64,
 }
 
 /// A new process (not a new thread) whose parent is traced.
@@ -261,6 +327,34 @@ pub struct ExitEvent {
     pub exit_code: u32,
     pub _pad: u32,
 }
+
+/// An execve or execveat of a traced process that failed. The error is the syscall's result
+/// at its exit; the path and argv are read from the caller's memory at that exit (the kernel's
+/// own copies are not reachable from a tracepoint), so another thread of the caller could have
+/// changed them after the kernel read them: the record says so.
+///
+/// Tail: `path_len` bytes of the path tried (`PATH_FROM_DIR_AND_NAME`: the directory from the
+/// kernel, cwd or `dirfd`, then a NUL, then the name as given), then `argv_len` bytes of argv
+/// (each argument ended by NUL). `flags`: `PATH_TRUNCATED`, `ARGV_TRUNCATED`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExecFailedEvent {
+    pub header: EventHeader,
+    /// -errno.
+    pub result: i32,
+    pub flags: u32,
+    /// `EXEC_FAILED_EXECVE` or `EXEC_FAILED_EXECVEAT`.
+    pub syscall: u32,
+    pub path_len: u32,
+    pub argv_len: u32,
+    pub _pad: u32,
+}
+
+pub const EXEC_FAILED_EXECVE: u32 = 1;
+pub const EXEC_FAILED_EXECVEAT: u32 = 2;
+/// Arguments and bytes of argv kept of a failed exec.
+pub const EXEC_FAILED_ARGS: u32 = 64;
+pub const EXEC_FAILED_ARGV_MAX: usize = 8 * 1024;
 
 /// How the file event's path was obtained.
 pub const PATH_FROM_FILE: u32 = 1;
@@ -345,6 +439,144 @@ pub struct NetEvent {
     pub sock: u64,
 }
 
+/// Which stream an [`OutputEvent`] is of.
+pub const OUTPUT_STDOUT: u32 = 1;
+pub const OUTPUT_STDERR: u32 = 2;
+/// Bytes of a write carried by one [`OutputEvent`]; a longer write is sent in chunks.
+pub const OUTPUT_CHUNK: usize = 16 * 1024;
+/// Chunks sent of one write (`OUTPUT_CHUNK * OUTPUT_CHUNKS` bytes); the rest of a longer write
+/// is counted in the kernel's drop counter for `output`, and the stream's hash is not made.
+pub const OUTPUT_CHUNKS: usize = 16;
+/// In [`OutputEvent::flags`]: the chunk's bytes could not be read from the caller's buffer.
+pub const OUTPUT_READ_FAILED: u32 = 1 << 0;
+/// In [`OutputEvent::flags`]: a write the probe counts but does not carry (writev, pwritev,
+/// sendfile, splice): `ret` bytes went to the stream, `len` is 0.
+pub const OUTPUT_NOT_CARRIED: u32 = 1 << 1;
+/// In [`OutputEvent::flags`]: chunks after this one were not sent (`OUTPUT_CHUNKS` reached).
+pub const OUTPUT_CUT: u32 = 1 << 2;
+
+/// [`OutputEvent::via`]: the syscall that wrote (only write and pwrite64 are carried).
+pub const OUTPUT_VIA_WRITE: u32 = 1;
+pub const OUTPUT_VIA_PWRITE64: u32 = 2;
+pub const OUTPUT_VIA_WRITEV: u32 = 3;
+pub const OUTPUT_VIA_PWRITEV: u32 = 4;
+pub const OUTPUT_VIA_PWRITEV2: u32 = 5;
+pub const OUTPUT_VIA_SENDFILE: u32 = 6;
+pub const OUTPUT_VIA_SPLICE: u32 = 7;
+pub const OUTPUT_VIA_COPY_FILE_RANGE: u32 = 8;
+pub const OUTPUT_VIA_TEE: u32 = 9;
+pub const OUTPUT_VIA_VMSPLICE: u32 = 10;
+
+/// Part of what a traced process wrote to its stdout or stderr, read at the write syscall's
+/// exit. Tail: `len` bytes, the write's bytes from `offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OutputEvent {
+    pub header: EventHeader,
+    /// `OUTPUT_STDOUT` or `OUTPUT_STDERR`: the open file written is the one at fd 1 or 2 of
+    /// the task (from its file table, not from the fd number alone).
+    pub stream: u32,
+    /// The descriptor the caller wrote to.
+    pub fd: u32,
+    /// What the syscall returned: the bytes the kernel wrote (the whole write).
+    pub ret: u64,
+    /// Where this chunk starts in that write.
+    pub offset: u64,
+    pub len: u32,
+    pub flags: u32,
+    /// The syscall that wrote: one of `OUTPUT_VIA_*`.
+    pub via: u32,
+    pub _pad: u32,
+}
+
+/// [`TamperEvent::call`]: the system call (or hook) that made the record.
+pub mod tamper {
+    /// bpf(2), at its entry.
+    pub const BPF: u32 = 1;
+    /// bpf(2), at its exit: the descriptor it returned.
+    pub const BPF_FD: u32 = 2;
+    pub const PTRACE: u32 = 3;
+    pub const PROCESS_VM_READV: u32 = 4;
+    pub const PROCESS_VM_WRITEV: u32 = 5;
+    pub const PIDFD_OPEN: u32 = 6;
+    pub const PIDFD_GETFD: u32 = 7;
+    pub const PIDFD_SEND_SIGNAL: u32 = 8;
+    pub const KILL: u32 = 9;
+    pub const TKILL: u32 = 10;
+    pub const TGKILL: u32 = 11;
+    /// The kernel generated a signal for the monitor (`signal:signal_generate`), whatever
+    /// the syscall (kill, a process group, ptrace's stop, an i386 kill…).
+    pub const SIGNAL_GENERATE: u32 = 12;
+    /// An open (MonitorFile).
+    pub const OPEN: u32 = 13;
+
+    /// The kind of BPF object in [`super::TamperEvent::detail`] (and in `OWN_IDS` keys).
+    pub const OBJ_MAP: u64 = 1;
+    pub const OBJ_PROG: u64 = 2;
+    pub const OBJ_LINK: u64 = 3;
+
+    /// MonitorFile's [`super::TamperEvent::detail`]: what of the monitor's was opened.
+    pub const FILE_PROC: u64 = 1;
+    pub const FILE_OUTPUT: u64 = 2;
+}
+
+/// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19).
+///
+/// `monitor` is 1 when the kernel found that the call names the monitor: one of its threads
+/// (by number, only when the caller is in the monitor's pid namespace; or by pidfd), one of
+/// its BPF objects (`OWN_IDS`), one of its files. Tail (MonitorFile only): `path_len` bytes of
+/// the path walked from the `struct file` (components leaf first, each ended by NUL).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TamperEvent {
+    pub header: EventHeader,
+    /// A [`tamper`] call constant.
+    pub call: u32,
+    pub monitor: u32,
+    /// bpf: the command; ptrace: the request; a signal: its number; MonitorFile: `f_mode`.
+    pub code: u64,
+    /// The process aimed at (ptrace, process_vm_*, pidfd_*, kill: the number given; a
+    /// signal: the target's thread group; MonitorFile of /proc: the pid the entry belongs to),
+    /// or the BPF object's id.
+    pub target: u64,
+    /// bpf: the object's kind (`tamper::OBJ_*`, 0 none); a signal: the target thread;
+    /// pidfd_getfd: the descriptor asked for; MonitorFile: `tamper::FILE_*`.
+    pub detail: u64,
+    /// bpf: the first 16 bytes of `attr` as the caller gave them (user memory: a detail, the
+    /// decision above is made on kernel objects where there are any).
+    pub attr: [u64; 2],
+    /// MonitorFile: the file.
+    pub ino: u64,
+    pub magic: u64,
+    pub dev: u32,
+    /// signal_generate's result (0 delivered, 1 ignored, 2 already pending, …).
+    pub result: i32,
+    pub path_len: u32,
+    pub flags: u32,
+}
+
+/// Key of the loader's `OUTPUTS` map: a file the monitor writes (or reads a secret from).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+}
+
+/// Slots of the kernel's `FAILS` counters: a map insert that failed.
+pub mod fails {
+    /// A traced process's child (or a task found in the container's cgroup) could not be
+    /// added to `TRACED`: that process and what it starts are not followed.
+    pub const TRACED: u32 = 0;
+    /// A read could not be entered in `READS`: it was sent anyway (nothing lost), later
+    /// opens of that file are sent again instead of counted.
+    pub const READS: u32 = 1;
+    /// A monitor thread could not be added to `MON_TIDS`.
+    pub const MON_TIDS: u32 = 2;
+    pub const SLOTS: u32 = 4;
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -381,6 +613,10 @@ pub mod globals {
     /// Container mode: the cgroup id whose tasks are traced (0 = off), and its level.
     pub const CGROUP_ID: &str = "CGROUP_ID";
     pub const CGROUP_LEVEL: &str = "CGROUP_LEVEL";
+    /// The monitor's own thread group id and the inode of its pid namespace: a number given
+    /// to kill or ptrace names the monitor only in that namespace.
+    pub const MONITOR_TGID: &str = "MONITOR_TGID";
+    pub const MONITOR_PIDNS: &str = "MONITOR_PIDNS";
 }
 
 #[cfg(feature = "user")]
@@ -394,4 +630,8 @@ mod user {
     unsafe impl aya::Pod for ReadKey {}
     unsafe impl aya::Pod for InodeKey {}
     unsafe impl aya::Pod for NetEvent {}
+    unsafe impl aya::Pod for OutputEvent {}
+    unsafe impl aya::Pod for ExecFailedEvent {}
+    unsafe impl aya::Pod for TamperEvent {}
+    unsafe impl aya::Pod for FileKey {}
 }

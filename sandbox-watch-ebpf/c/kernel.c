@@ -12,6 +12,15 @@
 
 #define SW_INLINE __attribute__((always_inline))
 
+// The atomic fetch-and-add behind the global sequence number (the counter is a Rust map's
+// value: maps defined here are relocated to the wrong map). An atomic whose result is used
+// needs the BPF v3 instruction set: this file is compiled with -mcpu=v3, the function is not
+// inlined into the Rust callers, and the object is linked with +alu32 (build.rs).
+__attribute__((noinline)) u64 sw_fetch_add(u64 *counter)
+{
+	return __sync_fetch_and_add(counter, 1);
+}
+
 // Keep these equal to sandbox-watch-common.
 #define SW_PATH_MAX 4096
 #define SW_NAME_MAX 256
@@ -154,6 +163,61 @@ SW_INLINE void *sw_task_fd_file(void *task, u32 fd)
 	return file;
 }
 
+// Which standard stream a write to `fd` went to: 1 or 2 when `fd` is 1 or 2; for another
+// descriptor, 1 or 2 when its file is the same inode as fd 1's or fd 2's (a dup of it, or
+// /dev/stdout opened again: the same pipe, terminal or file), from the task's file table; 0
+// otherwise. Read at the write's exit: a racing thread of the task may have changed the table
+// since the kernel wrote (a dup2 onto 1), and then the table's answer wins.
+SW_INLINE u32 sw_task_std_stream(void *task, u32 fd)
+{
+	if (fd == 1 || fd == 2)
+		return fd;
+	struct fdtable *fdt = BPF_CORE_READ((struct task_struct *)task, files, fdt);
+	if (!fdt)
+		return 0;
+	u32 max = BPF_CORE_READ(fdt, max_fds);
+	if (fd >= max || max < 3)
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = NULL, *out = NULL, *err = NULL;
+	bpf_core_read(&file, sizeof(file), &fds[fd]);
+	if (!file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	bpf_core_read(&out, sizeof(out), &fds[1]);
+	if (out && BPF_CORE_READ(out, f_inode) == inode)
+		return 1;
+	bpf_core_read(&err, sizeof(err), &fds[2]);
+	if (err && BPF_CORE_READ(err, f_inode) == inode)
+		return 2;
+	return 0;
+}
+
+// The inode behind a descriptor of the task, or NULL.
+SW_INLINE void *sw_task_fd_inode(void *task, u32 fd)
+{
+	struct file *file = sw_task_fd_file(task, fd);
+	return file ? BPF_CORE_READ(file, f_inode) : NULL;
+}
+
+// Which of the program's streams a write to `fd` went to, given the inodes its fd 1 and 2 had
+// at its exec: the file written now is that stdout's (1) or that stderr's (2) inode, or
+// neither (0). A shell's `printf x >&2` writes to fd 1 while fd 1 is a dup of fd 2: stderr.
+// When stdout and stderr are one inode (2>&1), the fd number decides.
+SW_INLINE u32 sw_task_stream_of(void *task, u32 fd, void *out, void *err)
+{
+	void *inode = sw_task_fd_inode(task, fd);
+	if (!inode)
+		return 0;
+	if (inode == out && inode == err)
+		return fd == 2 ? 2 : 1;
+	if (inode == out)
+		return 1;
+	if (inode == err)
+		return 2;
+	return 0;
+}
+
 SW_INLINE u64 sw_file_magic(void *file)
 {
 	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);
@@ -288,4 +352,106 @@ SW_INLINE void sw_syscall_args(u64 *args)
 	args[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
 	args[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	args[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
+}
+
+// ---- the monitor's own objects (tamper records) ----
+
+SW_INLINE u32 sw_task_pid(void *task)
+{
+	return BPF_CORE_READ((struct task_struct *)task, pid);
+}
+
+// pid->numbers[level]: `numbers` is a flexible array, which aya's CO-RE relocation refuses to
+// index ("array index out of bounds"), so the element is reached by its offset and size.
+SW_INLINE struct upid *sw_pid_upid(struct pid *pid, unsigned int level)
+{
+	return (void *)pid + bpf_core_field_offset(struct pid, numbers) +
+	       (level & 31) * bpf_core_type_size(struct upid);
+}
+
+// The pid namespace the task itself lives in (not the one for its children).
+SW_INLINE u32 sw_task_own_pidns(void *task)
+{
+	struct pid *pid = BPF_CORE_READ((struct task_struct *)task, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	return BPF_CORE_READ(sw_pid_upid(pid, level), ns, ns.inum);
+}
+
+// The first 8 bytes of the file's dentry name (anon inodes: "bpf-map", "bpf-prog",
+// "bpf_link", "[pidfd]") as a little-endian number.
+static SW_INLINE u64 sw_file_name8(void *file)
+{
+	const unsigned char *name = BPF_CORE_READ((struct file *)file, f_path.dentry, d_name.name);
+	u64 v = 0;
+	bpf_probe_read_kernel(&v, 8, name);
+	return v;
+}
+
+#define SW_OBJ_MAP 1
+#define SW_OBJ_PROG 2
+#define SW_OBJ_LINK 3
+
+// Which BPF object (SW_OBJ_*) the task's descriptor is, with its id in *id; 0 if none.
+SW_INLINE u32 sw_fd_bpf_object(void *task, u32 fd, u32 *id)
+{
+	void *file = sw_task_fd_file(task, fd);
+	*id = 0;
+	if (!file)
+		return 0;
+	u64 name = sw_file_name8(file);
+	void *priv = BPF_CORE_READ((struct file *)file, private_data);
+	// "bpf-map\0", "bpf-prog", "bpf_link" as little-endian u64.
+	if (name == 0x0070616d2d667062ULL) {
+		*id = BPF_CORE_READ((struct bpf_map *)priv, id);
+		return SW_OBJ_MAP;
+	}
+	if (name == 0x676f72702d667062ULL) {
+		*id = BPF_CORE_READ((struct bpf_prog *)priv, aux, id);
+		return SW_OBJ_PROG;
+	}
+	if (name == 0x6b6e696c5f667062ULL) {
+		*id = BPF_CORE_READ((struct bpf_link *)priv, id);
+		return SW_OBJ_LINK;
+	}
+	return 0;
+}
+
+#define SW_ANON_INODE_FS_MAGIC 0x09041934
+#define SW_PIDFS_MAGIC 0x50494446
+
+// The pid (as the initial namespace numbers it) a pidfd of the task refers to; 0 if the
+// descriptor is no pidfd. Up to 6.8 a pidfd is an anon inode with the struct pid in
+// private_data; from 6.9 a pidfs inode (the struct pid in i_private from 6.11, private_data
+// before).
+SW_INLINE u32 sw_fd_pidfd_pid(void *task, u32 fd)
+{
+	void *file = sw_task_fd_file(task, fd);
+	if (!file)
+		return 0;
+	u64 magic = sw_file_magic(file);
+	struct pid *pid = NULL;
+	if (magic == SW_PIDFS_MAGIC) {
+		pid = BPF_CORE_READ((struct file *)file, f_inode, i_private);
+		if (!pid)
+			pid = BPF_CORE_READ((struct file *)file, private_data);
+	} else if (magic == SW_ANON_INODE_FS_MAGIC && sw_file_name8(file) == 0x5d64666469705bULL) {
+		pid = BPF_CORE_READ((struct file *)file, private_data);
+	}
+	if (!pid)
+		return 0;
+	return BPF_CORE_READ(sw_pid_upid(pid, 0), nr);
+}
+
+#define SW_PROC_SUPER_MAGIC 0x9fa0
+
+// For a procfs file that belongs to a process (/proc/PID/..., /proc/PID/task/TID/..., on any
+// procfs mount): that task's pid in the initial namespace. 0 otherwise.
+SW_INLINE u32 sw_file_proc_pid(void *file)
+{
+	struct inode *inode = BPF_CORE_READ((struct file *)file, f_inode);
+	struct proc_inode *pi = (void *)inode - bpf_core_field_offset(struct proc_inode, vfs_inode);
+	struct pid *pid = BPF_CORE_READ(pi, pid);
+	if (!pid)
+		return 0;
+	return BPF_CORE_READ(sw_pid_upid(pid, 0), nr);
 }

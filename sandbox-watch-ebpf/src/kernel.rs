@@ -4,6 +4,8 @@ use core::ffi::c_void;
 pub type Ptr = *const c_void;
 
 unsafe extern "C" {
+    /// Atomically adds 1 to `*counter` and returns the value before (BPF v3 atomics).
+    pub fn sw_fetch_add(counter: *mut u64) -> u64;
     pub fn sw_task_tgid(task: Ptr) -> u32;
     pub fn sw_task_ppid(task: Ptr) -> u32;
     pub fn sw_task_start_ns(task: Ptr) -> u64;
@@ -19,6 +21,9 @@ unsafe extern "C" {
     pub fn sw_task_arg_end(task: Ptr) -> u64;
     pub fn sw_task_cwd(task: Ptr, buf: *mut u8) -> u32;
     pub fn sw_task_fd_file(task: Ptr, fd: u32) -> Ptr;
+    pub fn sw_task_std_stream(task: Ptr, fd: u32) -> u32;
+    pub fn sw_task_fd_inode(task: Ptr, fd: u32) -> Ptr;
+    pub fn sw_task_stream_of(task: Ptr, fd: u32, out: Ptr, err: Ptr) -> u32;
     pub fn sw_bprm_filename(bprm: Ptr) -> *const u8;
     pub fn sw_file_path(file: Ptr, buf: *mut u8) -> u32;
     pub fn sw_file_magic(file: Ptr) -> u64;
@@ -40,7 +45,15 @@ unsafe extern "C" {
     pub fn sw_sk_local_addr(sk: Ptr, out: *mut u8);
     pub fn sw_sk_remote_addr(sk: Ptr, out: *mut u8);
     pub fn sw_syscall_args(args: *mut u64);
+    pub fn sw_task_pid(task: Ptr) -> u32;
+    pub fn sw_task_own_pidns(task: Ptr) -> u32;
+    pub fn sw_fd_bpf_object(task: Ptr, fd: u32, id: *mut u32) -> u32;
+    pub fn sw_fd_pidfd_pid(task: Ptr, fd: u32) -> u32;
+    pub fn sw_file_proc_pid(file: Ptr) -> u32;
 }
+
+/// `s_magic` of procfs.
+pub const PROC_SUPER_MAGIC: u64 = 0x9fa0;
 
 /// Set in the length a path walk returns when the path was cut.
 pub const WALK_TRUNCATED: u32 = 1 << 31;

@@ -3,7 +3,9 @@
 //!
 //! Untraced tasks cost one hash lookup per probe (`is_traced`). Records are assembled in a
 //! per-CPU scratch area and copied to the ring at their used length; a record that does not fit
-//! is counted in `DROPS` (per kind) so the userspace can report it.
+//! is counted in `DROPS` (per kind) so the userspace can report it. Every record carries the
+//! next number of one global sequence (`SEQ`), taken before the copy: a record that never
+//! reaches the userspace leaves a hole in the sequence even when `DROPS` was reset.
 #![no_std]
 #![no_main]
 
@@ -18,7 +20,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE};
+use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE, fails};
 
 /// Flags of bpf_ringbuf_output and bpf_ringbuf_query (include/uapi/linux/bpf.h).
 const BPF_RB_NO_WAKEUP: u64 = 1;
@@ -38,6 +40,22 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 /// Records that did not fit in `EVENTS`, per event kind.
 #[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
+
+/// The global sequence number: the number the next record gets.
+#[map]
+static SEQ: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Map inserts that failed, per map (`sandbox_watch_common::fails`).
+#[map]
+static FAILS: PerCpuArray<u64> = PerCpuArray::with_max_entries(fails::SLOTS, 0);
+
+/// Counts a failed map insert.
+#[inline(always)]
+pub fn count_fail(slot: u32) {
+    if let Some(count) = FAILS.get_ptr_mut(slot) {
+        unsafe { *count += 1 };
+    }
+}
 
 #[repr(C)]
 pub struct Scratch {
@@ -81,12 +99,15 @@ pub fn is_traced(tgid: u32) -> bool {
     if unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) } != id {
         return false;
     }
-    let _ = TRACED.insert(tgid, 1, 0);
+    trace(tgid);
     true
 }
 
+/// Adds a thread group to the traced set (counted when the set is full).
 pub fn trace(tgid: u32) {
-    let _ = TRACED.insert(tgid, 1, 0);
+    if TRACED.insert(tgid, 1, 0).is_err() {
+        count_fail(fails::TRACED);
+    }
 }
 
 pub fn untrace(tgid: u32) {
@@ -109,13 +130,37 @@ pub fn header(kind: EventKind, tgid: u32, start_ns: u64) -> EventHeader {
         _pad: 0,
         ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
         start_ns,
+        seq: 0,
     }
 }
 
-/// Copies `len` bytes of the record at `data` (in scratch or on the stack) to the ring, or
-/// counts it as dropped.
+/// The next number of the global sequence (u64::MAX if the map cannot be read, which the
+/// userspace counts as a bad sequence number).
 #[inline(always)]
-pub fn submit(kind: EventKind, data: *const u8, len: usize) {
+fn next_seq() -> u64 {
+    match SEQ.get_ptr_mut(0) {
+        Some(counter) => unsafe { kernel::sw_fetch_add(counter) },
+        None => u64::MAX,
+    }
+}
+
+/// Copies `len` bytes of the record at `data` (in scratch or on the stack; it starts with an
+/// [`EventHeader`]) to the ring with the next sequence number, or counts it as dropped.
+#[inline(always)]
+pub fn submit(kind: EventKind, data: *mut u8, len: usize) {
+    output(kind, data, len, false);
+}
+
+/// As [`submit`], and wakes the reader at once: for records that must reach the log before
+/// what they announce can take effect (an attack on the monitor).
+#[inline(always)]
+pub fn submit_now(kind: EventKind, data: *mut u8, len: usize) {
+    output(kind, data, len, true);
+}
+
+#[inline(always)]
+fn output(kind: EventKind, data: *mut u8, len: usize, now: bool) {
+    unsafe { (*data.cast::<EventHeader>()).seq = next_seq() };
     // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
     // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
     let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
@@ -125,12 +170,12 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
     // ring on its own every 100 ms.
     let waiting = unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) };
     let size = unsafe { bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) };
-    let wake = if waiting >= size / 8 {
+    let wake = if now || waiting >= size / 8 {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
     };
-    let ret = unsafe { bpf_ringbuf_output(ring, data.cast_mut().cast(), len as u64, wake) };
+    let ret = unsafe { bpf_ringbuf_output(ring, data.cast(), len as u64, wake) };
     if ret < 0
         && let Some(count) = DROPS.get_ptr_mut(kind as u32)
     {
@@ -138,10 +183,18 @@ pub fn submit(kind: EventKind, data: *const u8, len: usize) {
     }
 }
 
+/// Counts `n` records of `kind` as lost without trying to send them.
+#[inline(always)]
+pub fn count_lost(kind: EventKind, n: u64) {
+    if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
+        unsafe { *count += n };
+    }
+}
+
 /// Sends a fixed-size record from the stack.
 #[inline(always)]
-pub fn submit_value<T>(kind: EventKind, value: &T) {
-    submit(kind, (value as *const T).cast(), core::mem::size_of::<T>());
+pub fn submit_value<T>(kind: EventKind, value: &mut T) {
+    submit(kind, (value as *mut T).cast(), core::mem::size_of::<T>());
 }
 
 #[cfg(not(test))]

@@ -13,14 +13,16 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::judge::classify::Classifier;
+use crate::judge::tamper::Own;
 use crate::kernel::decode::{self, Event};
 use crate::kernel::probe::{Probe, kind_name};
 use crate::kernel::reads::ReadCounts;
+use crate::kernel::sequence::Sequence;
 use crate::output::evidence::LogWriter;
 use crate::output::report::{self, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
 use crate::record::from_kernel::{self, Sockets};
 use crate::record::{
-    self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent,
+    self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent, Tamper,
 };
 use crate::state::files::Added;
 use crate::state::processes::Existing;
@@ -69,8 +71,10 @@ pub enum Mode {
         command: Vec<String>,
         pid: u32,
     },
+    /// `command`: the process's argv from /proc, already redacted.
     Attach {
         pid: u32,
+        command: Vec<String>,
     },
     Container {
         id: String,
@@ -123,6 +127,24 @@ pub struct Capture {
     pub ended_by: String,
     sockets: Sockets,
     reads: ReadCounts,
+    /// `--capture-output`: keep the head and tail of each stream as text.
+    pub capture_output: bool,
+    outputs: crate::state::output::Outputs,
+    /// The lines of the credential files traced processes read, by path, as they were when
+    /// first needed: cut out of any kept output text (a pipe from `cat key`).
+    secret_lines: BTreeMap<String, Vec<String>>,
+    /// The kernel's sequence numbers seen.
+    sequence: Sequence,
+    /// The monitor's own BPF objects and pid, for the tamper records.
+    own: Own,
+    /// The ring, between the watch and the end's last drain.
+    ring: Option<RingBuf<MapData>>,
+    /// Print the log's anchor to stderr (not while the TUI owns the terminal).
+    pub anchors: bool,
+    /// The start record as logged (sent again to a TUI started later).
+    start_logged: Option<Logged>,
+    /// How often the anchor is printed (headless).
+    pub checkpoint: Duration,
 }
 
 impl Capture {
@@ -134,6 +156,14 @@ impl Capture {
     ) -> Capture {
         let clock = Clock::now();
         let started_ns = clock.boot_now();
+        let own = Own {
+            objects: probe
+                .own
+                .iter()
+                .map(|(o, name)| ((o.kind, o.id), name.clone()))
+                .collect(),
+            pid: std::process::id(),
+        };
         Capture {
             mode,
             probe,
@@ -159,6 +189,15 @@ impl Capture {
             ended_by: String::new(),
             sockets: Sockets::default(),
             reads: ReadCounts::default(),
+            capture_output: false,
+            outputs: Default::default(),
+            secret_lines: BTreeMap::new(),
+            sequence: Sequence::default(),
+            own,
+            ring: None,
+            anchors: true,
+            checkpoint: Duration::from_secs(10),
+            start_logged: None,
         }
     }
 
@@ -222,6 +261,13 @@ impl Capture {
                 Ok(hash) => (logged.seq, logged.hash) = (Some(seq), Some(hash)),
                 Err(e) => eprintln!("sandbox-watch: writing the log failed: {e}"),
             }
+            // An act on the monitor is on disk before anything else is read: if the monitor
+            // is killed next, the log still has it.
+            if matches!(logged.record, Record::Tamper(_) | Record::Start(_))
+                && let Err(e) = log.flush()
+            {
+                eprintln!("sandbox-watch: writing the log failed: {e}");
+            }
         }
         let host = self.hostname.as_deref();
         if let Some(ocsf) = self.ocsf.as_mut()
@@ -230,10 +276,139 @@ impl Capture {
         {
             ocsf.push(event);
         }
+        if matches!(logged.record, Record::Start(_)) {
+            self.start_logged = Some(logged.clone());
+        }
         if let Some(feed) = &self.feed {
             let _ = feed.try_send(crate::tui::Feed::Record(logged));
         }
         applied
+    }
+
+    /// Output records lost in the kernel so far.
+    fn output_lost(&self) -> u64 {
+        self.probe.lost()[sandbox_watch_common::EventKind::Output as usize]
+    }
+
+    /// Ends the output streams of a program run (its exit or exec; all at the end): one
+    /// `output` record each, before the record that ends the run.
+    fn end_output(&mut self, at_ns: u64, tgid: Option<u32>) {
+        let lost = self.output_lost();
+        let ended = match tgid {
+            Some(tgid) => self.outputs.end(tgid, lost),
+            None => self.outputs.end_all(lost),
+        };
+        if self.capture_output && !ended.is_empty() {
+            self.read_secret_lines();
+        }
+        let secrets: Vec<&String> = self.secret_lines.values().flatten().collect();
+        let mut records = Vec::new();
+        for e in ended {
+            let withheld = self.credential_read_by(e.pid);
+            records.push(e.record(self.capture_output, withheld, |text| {
+                // The credentials' own lines first: the rules below could cut one in part.
+                let mut text = text.to_string();
+                let mut found = 0;
+                for s in &secrets {
+                    if text.contains(s.as_str()) {
+                        found += text.matches(s.as_str()).count();
+                        text = text.replace(s.as_str(), crate::judge::redact::REDACTED);
+                    }
+                }
+                let (mut v, n) = crate::judge::redact::redact_argv(&[text]);
+                (v.pop().unwrap_or_default(), found + n)
+            }));
+        }
+        for (r, n) in records {
+            self.redactions += n as u64;
+            self.emit(at_ns, Record::Output(r));
+        }
+    }
+
+    /// Reads the lines (8 bytes or longer) of each credential file read so far, once a file.
+    fn read_secret_lines(&mut self) {
+        let paths: Vec<String> = self
+            .session
+            .files
+            .entries
+            .iter()
+            .filter(|f| f.credential && f.result.is_none())
+            .map(|f| f.path.clone())
+            .filter(|p| !self.secret_lines.contains_key(p))
+            .collect();
+        for path in paths {
+            use std::io::Read as _;
+            let mut bytes = Vec::new();
+            // Regular files only: opening a FIFO would wait for a writer.
+            let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+            if regular && let Ok(f) = std::fs::File::open(&path) {
+                let _ = f.take(1 << 20).read_to_end(&mut bytes);
+            }
+            let lines = String::from_utf8_lossy(&bytes)
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.len() >= 8)
+                .map(str::to_string)
+                .collect();
+            self.secret_lines.insert(path, lines);
+        }
+    }
+
+    /// Why a program's text is not kept: it read a credential file (its bytes may be in it).
+    fn credential_read_by(&self, pid: u32) -> Option<String> {
+        let f = self
+            .session
+            .files
+            .entries
+            .iter()
+            .find(|f| f.pid == pid && f.credential && f.result.is_none())?;
+        Some(format!(
+            "the program read a credential file ({}): only the count and hash are kept",
+            f.path
+        ))
+    }
+
+    /// The log and the OCSF export, deleted, moved, replaced or truncated by someone (the
+    /// open hook sees none of that): a `tamper` record for each change, once. The pid is that
+    /// of the last delete or rename of the path the session has, if any.
+    fn check_outputs(&mut self, at_ns: u64) {
+        let mut changes = Vec::new();
+        if let Some(log) = self.log.as_mut() {
+            let path = log.resolved_path().display().to_string();
+            changes.extend(log.changes().into_iter().map(|c| (c, path.clone())));
+        }
+        if let Some(ocsf) = self.ocsf.as_mut() {
+            let path = ocsf.resolved_path().display().to_string();
+            changes.extend(ocsf.changes().into_iter().map(|c| (c, path.clone())));
+        }
+        for (change, path) in changes {
+            let pid = self
+                .session
+                .files
+                .entries
+                .iter()
+                .rev()
+                .find(|f| {
+                    matches!(
+                        f.op,
+                        crate::record::words::Op::Delete | crate::record::words::Op::Rename
+                    ) && (f.path == path || f.new_path.as_deref() == Some(path.as_str()))
+                })
+                .map(|f| f.pid);
+            let t = Tamper {
+                pid,
+                op: "output".into(),
+                monitor: true,
+                what: Some(change.what.into()),
+                target: None,
+                path: Some(path),
+                summary: match pid {
+                    Some(pid) => format!("{} (pid {pid} renamed or deleted it)", change.summary),
+                    None => change.summary,
+                },
+            };
+            self.emit(at_ns, Record::Tamper(t));
+        }
     }
 
     fn flush(&mut self) {
@@ -249,14 +424,16 @@ impl Capture {
         }
     }
 
-    /// The first records: what is watched and how, then the processes already there.
+    /// The first record: what is watched and how. Written (and flushed) before anything is
+    /// traced or the agent released, so a kill of the monitor at any moment leaves a log that
+    /// `verify` calls unended, never "not a log"; its hash goes to stderr.
+    /// Called again (once the TUI's feed exists) it only hands the TUI the record written.
     pub fn log_start(&mut self) {
-        // Processes there before the capture (attach, container): their argv was read from
-        // /proc, and is redacted as an exec's is, before anything is written.
-        for p in &mut self.existing {
-            let (argv, n) = crate::judge::redact::redact_argv(&p.argv);
-            p.argv = argv;
-            self.redactions += n as u64;
+        if let Some(logged) = &self.start_logged {
+            if let Some(feed) = &self.feed {
+                let _ = feed.try_send(crate::tui::Feed::Record(logged.clone()));
+            }
+            return;
         }
         let start = Start {
             target: self.target(),
@@ -272,6 +449,17 @@ impl Capture {
             session_id: Some(crate::output::evidence::new_session_id()),
         };
         self.emit(self.started_ns, Record::Start(start));
+        self.anchor("start");
+    }
+
+    /// The processes there before the capture (attach, container), read from /proc: their
+    /// argv is redacted as an exec's is, before anything is written.
+    pub fn log_existing(&mut self) {
+        for p in &mut self.existing {
+            let (argv, n) = crate::judge::redact::redact_argv(&p.argv);
+            p.argv = argv;
+            self.redactions += n as u64;
+        }
         let now = self.clock.boot_now();
         for e in std::mem::take(&mut self.existing) {
             let entry = ProcessEntry {
@@ -302,6 +490,8 @@ impl Capture {
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
                 tool_call: Default::default(),
                 after_step: false,
+                output: None,
+                tried: Vec::new(),
             };
             self.emit(self.started_ns, Record::Process(entry));
         }
@@ -312,15 +502,7 @@ impl Capture {
             Mode::Run { command, pid } => record::target("run", command.clone(), Some(*pid)),
             Mode::Container { id, cgroup } => record::container_target(id.clone(), cgroup.clone()),
             // The attached process's own command line (read from /proc, redacted).
-            Mode::Attach { pid } => record::target(
-                "attach",
-                self.existing
-                    .iter()
-                    .find(|p| p.pid == *pid)
-                    .map(|p| p.argv.clone())
-                    .unwrap_or_default(),
-                Some(*pid),
-            ),
+            Mode::Attach { pid, command } => record::target("attach", command.clone(), Some(*pid)),
         }
     }
 
@@ -329,6 +511,24 @@ impl Capture {
             self.probe.file_hook.as_str().into(),
             self.probe.gaps.clone(),
         )
+    }
+
+    /// Prints the log's anchor to stderr (the terminal or the CI job's log, which the agent
+    /// cannot edit): how many records, and the last one's full hash. `verify --head H
+    /// --records N` checks a log against it.
+    pub fn anchor(&mut self, when: &str) {
+        if !self.anchors {
+            return;
+        }
+        if let Some(log) = self.log.as_mut() {
+            let _ = log.flush();
+            eprintln!(
+                "sandbox-watch: log {}: {} records, head {} ({when})",
+                log.path().display(),
+                log.records(),
+                log.head()
+            );
+        }
     }
 
     /// Handles one ring-buffer record.
@@ -342,6 +542,7 @@ impl Capture {
                 return;
             }
         };
+        self.sequence.note(event.header().seq);
         let at = event.header().ktime_ns;
         match event {
             Event::Exec(mut exec) => {
@@ -352,7 +553,18 @@ impl Capture {
                 };
                 exec.argv = argv;
                 self.redactions += n as u64;
+                self.end_output(at, Some(exec.header.tgid));
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
+            }
+            Event::ExecFailed(mut failed) => {
+                let (argv, n) = if failed.argv_truncated {
+                    crate::judge::redact::redact_cut_argv(&failed.argv)
+                } else {
+                    crate::judge::redact::redact_argv(&failed.argv)
+                };
+                failed.argv = argv;
+                self.redactions += n as u64;
+                self.emit(at, Record::ExecFailed(from_kernel::exec_failed(&failed)));
             }
             Event::Fork {
                 header, child_tgid, ..
@@ -364,6 +576,7 @@ impl Capture {
                 self.reads.exited(header.tgid, header.start_ns, |key| {
                     probe.take_read_count(key)
                 });
+                self.end_output(at, Some(header.tgid));
                 self.emit(at, Record::Exit(from_kernel::exit(&header, exit_code)));
             }
             Event::FileOpen(open) => {
@@ -405,6 +618,12 @@ impl Capture {
                 let r = from_kernel::failed_open(&self.classifier, &f);
                 self.emit(at, r);
             }
+            Event::Output(chunk) => {
+                let probe = &self.probe;
+                self.outputs.chunk(&chunk, || {
+                    probe.lost()[sandbox_watch_common::EventKind::Output as usize]
+                });
+            }
             Event::Unlink(op) | Event::Rename(op) => {
                 let kind = if op.new_path.is_some() {
                     Op::Rename
@@ -413,6 +632,11 @@ impl Capture {
                 };
                 let r = from_kernel::path_op(&self.classifier, kind, &op);
                 self.emit(at, r);
+            }
+            Event::Tamper(t) => {
+                if let Some(r) = crate::judge::tamper::judge(&self.own, &t) {
+                    self.emit(at, Record::Tamper(r));
+                }
             }
         }
     }
@@ -424,8 +648,17 @@ impl Capture {
         let mut ring = unsafe { AsyncFd::register(ring) }.map_err(|e| e.into_parts().1)?;
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sigterm = signal(SignalKind::terminate())?;
-        // The kernel wakes us only when an eighth of the ring is waiting: the tick drains the rest.
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        // The terminal went away: end as on SIGTERM (the default would lose the report).
+        let mut sighup = signal(SignalKind::hangup())?;
+        // The kernel wakes us only when an eighth of the ring is waiting (or at once, for an act
+        // on the monitor): the tick drains the rest, and every drain is written at once, so a
+        // kill of the monitor loses at most the last 10 ms.
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut checkpoint = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.checkpoint,
+            self.checkpoint,
+        );
         let started = tokio::time::Instant::now();
         let mut deadline = ends.duration.map(|d| started + d);
         let mut agent = ends.agent.take();
@@ -444,9 +677,14 @@ impl Capture {
                     let mut guard = guard?;
                     self.drain(guard.get_inner_mut());
                     guard.clear_ready();
+                    self.flush();
+                }
+                _ = checkpoint.tick() => {
+                    self.anchor("checkpoint");
                 }
                 _ = sigint.recv() => { self.ended_by = "SIGINT".into(); break; }
                 _ = sigterm.recv() => { self.ended_by = "SIGTERM".into(); break; }
+                _ = sighup.recv() => { self.ended_by = "SIGHUP".into(); break; }
                 _ = async { stop.as_mut().unwrap().await }, if stop.is_some() => {
                     self.ended_by = "the TUI was quit".into();
                     break;
@@ -468,13 +706,18 @@ impl Capture {
                     self.drain(ring.get_mut());
                     self.flush();
                     ticks += 1;
-                    if ticks.is_multiple_of(50) {
+                    if ticks.is_multiple_of(500) {
                         // Records are short-lived, entries long-lived: hand the holes between
                         // them back to the kernel every few seconds (RSS stays near the data).
                         // SAFETY: malloc_trim only releases free heap memory.
                         unsafe { libc::malloc_trim(0) };
                     }
-                    if let Some(feed) = &self.feed {
+                    if ticks.is_multiple_of(10) {
+                        self.check_outputs(self.clock.boot_now());
+                    }
+                    if ticks.is_multiple_of(10)
+                        && let Some(feed) = &self.feed
+                    {
                         let lost = self.probe.lost().iter().sum();
                         let _ = feed.try_send(crate::tui::Feed::Stats { events: self.events, lost });
                     }
@@ -487,7 +730,7 @@ impl Capture {
                     // call alive is gone or a zombie (the records still in the ring are drained
                     // below, so an exit on its way is not lost).
                     if ends.when_empty
-                        && ticks.is_multiple_of(10)
+                        && ticks.is_multiple_of(100)
                         && self.session.processes.live_pids().all(|pid| !running_in_proc(pid))
                     {
                         self.ended_by =
@@ -503,6 +746,8 @@ impl Capture {
         }
         // Whatever the kernel sent before the end still counts.
         self.drain(ring.get_mut());
+        self.flush();
+        self.ring = Some(ring.into_inner());
         Ok(())
     }
 
@@ -516,7 +761,9 @@ impl Capture {
     /// The end: what the kernel counted, what written files hold now, which listeners still
     /// listen, the violations and the end record, all as records; then the report.
     pub fn finish(&mut self) -> Report {
+        let sequence = self.last_drain();
         let end_ns = self.clock.boot_now();
+        self.end_output(end_ns, None);
         let probe = &mut self.probe;
         self.reads.collect_all(|key| probe.take_read_count(key));
         let counts: Vec<FileCount> = self
@@ -582,7 +829,7 @@ impl Capture {
         for l in listening {
             self.emit(end_ns, Record::Listening(l));
         }
-        let lost_by_kind: BTreeMap<String, u64> = self
+        let mut lost_by_kind: BTreeMap<String, u64> = self
             .probe
             .lost()
             .iter()
@@ -590,14 +837,36 @@ impl Capture {
             .filter(|(_, n)| **n > 0)
             .map(|(i, n)| (kind_name(i).to_string(), *n))
             .collect();
+        if sequence.missing > sequence.dropped {
+            lost_by_kind.insert(
+                "not_in_the_ring".into(),
+                sequence.missing - sequence.dropped,
+            );
+        }
+        let failed_inserts: BTreeMap<String, u64> = self
+            .probe
+            .failed_inserts()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| (fail_name(i as u32).to_string(), *n))
+            .collect();
+        for t in sequence_tamper(&sequence) {
+            self.emit(end_ns, Record::Tamper(t));
+        }
+        self.flush();
+        self.check_outputs(end_ns);
+        let not_followed = failed_inserts.get("TRACED").copied().unwrap_or(0);
         let mut end = End {
             events: self.events,
-            lost: lost_by_kind.values().sum(),
+            lost: sequence.missing.max(sequence.dropped) + not_followed,
             lost_by_kind,
             exit: self.agent_exit(),
             redactions: self.redactions,
             ended_by: self.ended_by.clone(),
             undecodable: self.undecodable,
+            sequence: Some(sequence),
+            failed_inserts,
             ..End::default()
         };
         // The log ends with what the report concludes: its violations, then the counts.
@@ -621,6 +890,7 @@ impl Capture {
         end.network = concluded.network.len();
         end.violations = concluded.violations.len();
         self.emit(end_ns, Record::End(end));
+        self.anchor("end");
         if let Some(ocsf) = self.ocsf.as_mut()
             && let Err(e) = ocsf.flush()
         {
@@ -637,6 +907,30 @@ impl Capture {
         report
     }
 
+    /// The end's last drain: until everything the kernel numbered so far has arrived or is
+    /// counted as dropped (a record is numbered just before it is put in the ring), at most
+    /// 50 ms. Every record counted was drained before the counter was read, so a number at or
+    /// beyond it cannot be the kernel's.
+    fn last_drain(&mut self) -> record::SequenceCount {
+        let deadline = std::time::Instant::now() + Duration::from_millis(50);
+        loop {
+            if let Some(mut ring) = self.ring.take() {
+                self.drain(&mut ring);
+                self.ring = Some(ring);
+            }
+            let numbered = self.probe.sequence();
+            let dropped: u64 = self.probe.lost().iter().sum();
+            let count = self.sequence.count(numbered, dropped);
+            if count.received + count.dropped >= count.numbered
+                || std::time::Instant::now() >= deadline
+            {
+                self.flush();
+                return count;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// The agent's own end: its exit status (run), or the attached process's end.
     fn agent_exit(&self) -> report::Exit {
         match self.agent_status {
@@ -649,7 +943,7 @@ impl Capture {
                 signal: Some(sig as i32),
             },
             _ => match &self.mode {
-                Mode::Attach { pid } => self
+                Mode::Attach { pid, .. } => self
                     .session
                     .processes
                     .list
@@ -663,6 +957,59 @@ impl Capture {
             },
         }
     }
+}
+
+/// A failed-insert counter's name (the map).
+fn fail_name(slot: u32) -> &'static str {
+    use sandbox_watch_common::fails;
+    match slot {
+        fails::TRACED => "TRACED",
+        fails::READS => "READS",
+        fails::MON_TIDS => "MON_TIDS",
+        _ => "other",
+    }
+}
+
+/// What the sequence numbers say was done to the ring: records missing that no drop counter
+/// accounts for (the counters were reset, or records were taken out of the ring: its
+/// consumer position moved), and records that came twice or with numbers the kernel never
+/// gave (put back into it).
+fn sequence_tamper(s: &record::SequenceCount) -> Vec<Tamper> {
+    let mut out = Vec::new();
+    if s.missing != s.dropped {
+        let how = if s.missing > s.dropped {
+            "its drop counters were reset, or records were taken out of the ring"
+        } else {
+            "its drop counters were raised by someone"
+        };
+        out.push(Tamper {
+            pid: None,
+            op: "sequence".into(),
+            monitor: true,
+            what: Some("counters".into()),
+            target: None,
+            path: None,
+            summary: format!(
+                "the kernel numbered {} records and {} never arrived, but its drop counters say {}: {how}",
+                s.numbered, s.missing, s.dropped
+            ),
+        });
+    }
+    if s.duplicates > 0 {
+        out.push(Tamper {
+            pid: None,
+            op: "sequence".into(),
+            monitor: true,
+            what: Some("duplicates".into()),
+            target: None,
+            path: None,
+            summary: format!(
+                "{} records arrived twice or with numbers the kernel never gave: records were put back into the ring",
+                s.duplicates
+            ),
+        });
+    }
+    out
 }
 
 /// Whether `pid` runs, as /proc says: not gone, not a zombie, not dead.

@@ -20,8 +20,17 @@ fn main() -> ExitCode {
         Some(Command::Verify {
             otlp_json: Some(file),
             log,
+            ..
         }) => Ok(cli::verify_otlp_json(&file, log.as_deref())),
-        Some(Command::Verify { log: Some(log), .. }) => Ok(cli::verify(&log)),
+        Some(Command::Verify {
+            log: Some(log),
+            head,
+            records,
+            ..
+        }) => Ok(cli::verify(
+            &log,
+            &sandbox_watch::output::verify::Anchor { head, records },
+        )),
         Some(Command::Verify { log: None, .. }) => unreachable!("clap requires LOG or --otlp-json"),
         Some(Command::Ship(a)) => cli::ship(a),
         Some(Command::Replay(a)) => cli::replay(a),

@@ -5,6 +5,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+pub mod agent;
+pub mod tmux;
 /// The report as the library defines it: tests read fields by name through these types.
 pub use sandbox_watch::output::report::{ProcessEntry, Report, Violation};
 pub use sandbox_watch::record::{NetOp, Op, Verdict, ViolationKind};

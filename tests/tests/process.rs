@@ -140,13 +140,16 @@ fn burst_of_500_execs_is_complete() {
     seen.sort();
     assert_eq!(seen, (0..500).collect::<Vec<u32>>(), "every exec once");
     assert_eq!(r.report["coverage"]["lost"], 0);
-    // Complete unless this kernel's hooks have gaps (the io_uring gap where fentry is refused).
-    let gaps = r.report["probe"]["gaps"].as_array().unwrap();
+    // Complete: nothing lost (what this kernel's hooks cannot see is listed apart, in
+    // probe.gaps, issue 13), and the sequence numbers agree.
     assert_eq!(
-        r.report["coverage"]["complete"],
-        gaps.is_empty(),
-        "{gaps:?}"
+        r.report["coverage"]["complete"], true,
+        "{:#}",
+        r.report["coverage"]
     );
+    let seq = &r.report["coverage"]["sequence"];
+    assert_eq!(seq["missing"], 0, "{seq:#}");
+    assert_eq!(seq["numbered"], seq["received"], "{seq:#}");
 }
 
 #[test]
@@ -396,6 +399,31 @@ fn under_sudo_the_agent_runs_as_the_caller_unless_user_says_otherwise() {
     );
 }
 
+/// `nohup server &` from a shell that exits at once: the server is reparented before it execs,
+/// so the kernel's parent at exec is init (or a subreaper). Its parent in the report is the
+/// shell that forked it, as the fork record says.
+#[test]
+fn a_backgrounded_programs_parent_is_the_shell_that_forked_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("ran");
+    let script = format!(
+        "(sleep 0.1; exec sh -c 'echo x > {}') & exit 0",
+        mark.display()
+    );
+    let r = run_in(dir, &[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert!(
+        r.dir.path().join("ran").exists(),
+        "the background program ran"
+    );
+    let sh = r.exec_of(&["sh", "-c", &script]);
+    let bg = r.exec_of(&["sh", "-c", &format!("echo x > {}", mark.display())]);
+    assert_eq!(
+        bg["ppid"], sh["pid"],
+        "the forking shell, not the reaper: {bg:#}"
+    );
+}
+
 #[test]
 fn an_attach_to_a_process_that_ended_before_the_capture_ends() {
     // The target is a zombie (ended, not yet reaped) when the attach seeds it: its exit happened
@@ -436,4 +464,110 @@ fn an_attach_to_a_process_that_ended_before_the_capture_ends() {
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_replay_matches(&r, &log);
     assert_eq!(r["processes"][0]["pid"], target.id());
+}
+
+/// A shell tries a program that is not there, a file it may not run (no execute bit, so even
+/// root gets EACCES) and an executable file the kernel cannot run (ENOEXEC): each try is a
+/// "tried to run" entry of the process that tried, with the path, the argv (redacted) and the
+/// error taken from the syscall's exit, marked as read from the caller's memory. A PATH search
+/// that finds its program (env's execvp: a miss in /nonexistent/a, then /usr/bin/true) is
+/// logged but is not an entry. On code without failed-exec records no entry is there.
+#[test]
+fn failed_execs_are_tried_to_run_entries_with_their_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("plain.txt"), "echo hi\n").unwrap();
+    std::fs::set_permissions(work.join("plain.txt"), PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::write(work.join("garbage.bin"), b"\x00\x01\x02\x03\n").unwrap();
+    std::fs::set_permissions(work.join("garbage.bin"), PermissionsExt::from_mode(0o755)).unwrap();
+    let (summary, ocsf) = (dir.path().join("summary.md"), dir.path().join("ocsf.jsonl"));
+    let script = format!(
+        "cd {}; /nonexistent/zsh-x --password=PLANTEDexec1x; ./plain.txt one; ./garbage.bin two; \
+         env -i PATH=/nonexistent/a:/usr/bin:/bin true; exit 0",
+        work.display()
+    );
+    let r = run_in(
+        dir,
+        &[
+            "--summary",
+            summary.to_str().unwrap(),
+            "--ocsf",
+            ocsf.to_str().unwrap(),
+        ],
+        &["/bin/sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let tried: Vec<&Value> = r
+        .processes()
+        .iter()
+        .filter_map(|p| p["tried"].as_array())
+        .flatten()
+        .collect();
+    let work = work.display().to_string();
+    let want = [
+        (
+            "/nonexistent/zsh-x".to_string(),
+            "ENOENT",
+            serde_json::json!(["/nonexistent/zsh-x", "--password=[REDACTED]"]),
+        ),
+        (
+            format!("{work}/plain.txt"),
+            "EACCES",
+            serde_json::json!(["./plain.txt", "one"]),
+        ),
+        (
+            format!("{work}/garbage.bin"),
+            "ENOEXEC",
+            serde_json::json!(["./garbage.bin", "two"]),
+        ),
+    ];
+    for (path, result, argv) in &want {
+        let found: Vec<&&Value> = tried.iter().filter(|t| t["path"] == *path).collect();
+        assert_eq!(found.len(), 1, "one try of {path}: {tried:#?}");
+        let t = found[0];
+        assert_eq!(t["result"], *result, "{t:#}");
+        assert_eq!(t["argv"], *argv, "{t:#}");
+        assert_eq!(t["syscall"], "execve", "{t:#}");
+        assert_eq!(t["from_caller_memory"], true, "{t:#}");
+    }
+    // The PATH search's miss is in the log, not in the report.
+    assert!(
+        !tried.iter().any(|t| t["path"] == "/nonexistent/a/true"),
+        "{tried:#?}"
+    );
+    let log = r.log_text();
+    assert!(
+        log.lines().any(|l| l.contains(r#""kind":"exec_failed""#)
+            && l.contains(r#""path":"/nonexistent/a/true""#)),
+        "the log keeps the miss"
+    );
+    assert_eq!(r.report["coverage"]["lost"], 0);
+    // The one-screen summary names each, and OCSF has a failed launch for each.
+    let summary = std::fs::read_to_string(&summary).unwrap();
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("- **Tried to run**"))
+        .unwrap_or_else(|| panic!("{summary}"));
+    for (path, result, _) in &want {
+        assert!(line.contains(&format!("`{path}` ({result})")), "{line}");
+    }
+    let ocsf = std::fs::read_to_string(&ocsf).unwrap();
+    let failed: Vec<Value> = ocsf
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["class_uid"] == 1007 && e["activity_id"] == 1 && e["status_id"] == 2)
+        .collect();
+    for (path, result, _) in &want {
+        assert!(
+            failed
+                .iter()
+                .any(|e| e["process"]["file"]["path"] == *path && e["status_detail"] == *result),
+            "{path}: {failed:#?}"
+        );
+    }
+    for text in [&log, &summary, &ocsf, &r.report.to_string()] {
+        assert!(!text.contains("PLANTEDexec1x"));
+    }
 }

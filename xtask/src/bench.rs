@@ -49,12 +49,18 @@ pub struct Options {
     pub no_peers: bool,
     /// Only the captures of about 1,000,000 records, at full size.
     pub memory_only: bool,
+    /// Another sandbox-watch binary run traced and outside in the same rounds.
+    pub baseline: Option<PathBuf>,
 }
 
 /// The issue's targets (issue 8): ratios to the unmonitored run, and memory.
 const TARGET_TRACED_EXEC: f64 = 1.10;
 const TARGET_TRACED_OPEN: f64 = 1.50;
 const TARGET_OUTSIDE: f64 = 1.05;
+/// The output storm: traced (every write read and hashed) and outside the traced set (one
+/// map lookup per write) (issue 19).
+const TARGET_TRACED_OUTPUT: f64 = 1.30;
+const TARGET_OUTSIDE_OUTPUT: f64 = 1.03;
 const TARGET_RSS_MB: f64 = 64.0;
 
 const BPFTRACE_PROGRAM: &str = r#"tracepoint:syscalls:sys_enter_execve { printf("%s\n", str(args->filename)); } tracepoint:syscalls:sys_enter_openat { printf("%s\n", str(args->filename)); }"#;
@@ -92,6 +98,8 @@ struct Sizes {
     rounds: usize,
     execs: u64,
     opens: u64,
+    /// 4 KiB writes of the output storm.
+    output_writes: u64,
     commits: u64,
     markers: u64,
     marker_interval_ms: u64,
@@ -108,6 +116,7 @@ impl Sizes {
                     rounds: 0,
                     execs: 300,
                     opens: 50_000,
+                    output_writes: 6400,
                     commits: 3,
                     markers: 50,
                     marker_interval_ms: 20,
@@ -122,6 +131,7 @@ impl Sizes {
                     rounds: 0,
                     execs: 1000,
                     opens: 200_000,
+                    output_writes: 25_600,
                     commits: 5,
                     markers: 200,
                     marker_interval_ms: 20,
@@ -140,6 +150,8 @@ impl Sizes {
 /// The programs and the scratch directory.
 struct Ctx {
     sw: PathBuf,
+    /// `--baseline`: the other sandbox-watch binary.
+    baseline: Option<PathBuf>,
     helper: PathBuf,
     open_storm: PathBuf,
     python: String,
@@ -163,9 +175,15 @@ enum Workload {
     ExecStorm,
     OpenStorm,
     Agent,
+    OutputStorm,
 }
 
-const WORKLOADS: [Workload; 3] = [Workload::ExecStorm, Workload::OpenStorm, Workload::Agent];
+const WORKLOADS: [Workload; 4] = [
+    Workload::ExecStorm,
+    Workload::OpenStorm,
+    Workload::Agent,
+    Workload::OutputStorm,
+];
 
 impl Workload {
     fn key(self) -> &'static str {
@@ -173,6 +191,7 @@ impl Workload {
             Workload::ExecStorm => "exec_storm",
             Workload::OpenStorm => "open_storm",
             Workload::Agent => "agent_session",
+            Workload::OutputStorm => "output_storm",
         }
     }
 
@@ -181,6 +200,7 @@ impl Workload {
             Workload::ExecStorm => "exec storm",
             Workload::OpenStorm => "open storm",
             Workload::Agent => "agent session",
+            Workload::OutputStorm => "output storm",
         }
     }
 
@@ -188,6 +208,10 @@ impl Workload {
         match self {
             Workload::ExecStorm => format!("{} fork+exec of /bin/true from a sh loop", s.execs),
             Workload::OpenStorm => format!("{} open/close of one file (open-storm)", s.opens),
+            Workload::OutputStorm => format!(
+                "{} MiB to a pipe in 4 KiB writes (dd | wc -c)",
+                s.output_writes / 256
+            ),
             Workload::Agent => format!(
                 "git init + {} edit/add/commit rounds (sed), a python3 run, git log/status/diff, ls -R",
                 s.commits
@@ -201,11 +225,21 @@ impl Workload {
             Workload::ExecStorm => Some(TARGET_TRACED_EXEC),
             Workload::OpenStorm => Some(TARGET_TRACED_OPEN),
             Workload::Agent => None,
+            Workload::OutputStorm => Some(TARGET_TRACED_OUTPUT),
         }
     }
 
+    /// The target outside the traced set (ratio to unmonitored).
+    fn outside_target(self) -> f64 {
+        match self {
+            Workload::OutputStorm => TARGET_OUTSIDE_OUTPUT,
+            _ => TARGET_OUTSIDE,
+        }
+    }
+
+    /// The storms the peers (strace, bpftrace, auditd) run too.
     fn storm(self) -> bool {
-        self != Workload::Agent
+        matches!(self, Workload::ExecStorm | Workload::OpenStorm)
     }
 
     /// The command line; `dir` is this run's scratch directory.
@@ -223,6 +257,14 @@ impl Workload {
                 ctx.open_storm.display().to_string(),
                 ctx.sizes.opens.to_string(),
                 ctx.work.join("open-storm.dat").display().to_string(),
+            ],
+            Workload::OutputStorm => vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!(
+                    "dd if=/dev/zero bs=4096 count={} status=none | wc -c > /dev/null",
+                    ctx.sizes.output_writes
+                ),
             ],
             Workload::Agent => vec![
                 "/bin/sh".into(),
@@ -275,8 +317,11 @@ ls -R . > /dev/null
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Cond {
     Unmonitored,
+    Floor,
     Traced,
     Outside,
+    BaseTraced,
+    BaseOutside,
     Strace,
     Bpftrace,
     Auditd,
@@ -286,8 +331,11 @@ impl Cond {
     fn key(self) -> &'static str {
         match self {
             Cond::Unmonitored => "unmonitored",
+            Cond::Floor => "floor",
             Cond::Traced => "traced",
             Cond::Outside => "outside",
+            Cond::BaseTraced => "baseline_traced",
+            Cond::BaseOutside => "baseline_outside",
             Cond::Strace => "strace",
             Cond::Bpftrace => "bpftrace",
             Cond::Auditd => "auditd",
@@ -297,8 +345,11 @@ impl Cond {
     fn label(self) -> &'static str {
         match self {
             Cond::Unmonitored => "unmonitored",
+            Cond::Floor => "floor (no-op tp)",
             Cond::Traced => "traced (run)",
             Cond::Outside => "outside (attach)",
+            Cond::BaseTraced => "baseline traced",
+            Cond::BaseOutside => "baseline outside",
             Cond::Strace => "strace -f",
             Cond::Bpftrace => "bpftrace",
             Cond::Auditd => "auditd",
@@ -761,8 +812,22 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
         .find(|p| Path::new(p).exists())
         .unwrap_or("python3")
         .to_string();
+    if let Some(b) = &opts.baseline {
+        let ok = Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            bail!(
+                "--baseline {}: not a sandbox-watch binary that runs (`{0} --version` failed); \
+                 give the path of another build, e.g. /work/main/target/release/sandbox-watch",
+                b.display()
+            );
+        }
+    }
     let mut ctx = Ctx {
         sw: release.join("sandbox-watch"),
+        baseline: opts.baseline.clone(),
         helper: release.join("bench-helper"),
         open_storm: release.join("open-storm"),
         python,
@@ -844,7 +909,20 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
     for w in WORKLOADS.iter().filter(|_| !opts.memory_only) {
         run_bare(&mut ctx, *w, &[])?;
     }
-    let (_, probe) = run_traced(&mut ctx, Workload::OpenStorm)?;
+    let sw = ctx.sw.clone();
+    let (_, probe) = run_traced(&mut ctx, &sw, Workload::OpenStorm)?;
+    if let Some(b) = ctx.baseline.clone() {
+        run_traced(&mut ctx, &b, Workload::OpenStorm)?;
+    }
+    // The kernel's floor: a syscall tracepoint program that returns at once for every other
+    // process (what any syscall tracepoint costs everyone on this kernel, MACHINE.md).
+    let floor = !opts.memory_only && crate::have("bpftrace");
+    if !floor && !opts.memory_only {
+        skipped.push((
+            "the kernel's floor".into(),
+            "bpftrace is not installed (apt-get install bpftrace)".into(),
+        ));
+    }
 
     let mut peer_cpu: Vec<Value> = Vec::new();
     let mut others: Vec<String> = Vec::new();
@@ -863,6 +941,9 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
         }
         for w in WORKLOADS {
             let mut conds = vec![Cond::Unmonitored, Cond::Traced, Cond::Outside];
+            if ctx.baseline.is_some() {
+                conds.extend([Cond::BaseTraced, Cond::BaseOutside]);
+            }
             if w.storm() && peers.contains(&Cond::Strace) {
                 conds.push(Cond::Strace);
             }
@@ -874,8 +955,16 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
                 check_interrupted()?;
                 let s = match cond {
                     Cond::Unmonitored => run_bare(&mut ctx, w, &[])?,
-                    Cond::Traced => run_traced(&mut ctx, w)?.0,
-                    Cond::Outside => run_outside(&mut ctx, w)?,
+                    Cond::Traced => run_traced(&mut ctx, &sw, w)?.0,
+                    Cond::Outside => run_outside(&mut ctx, &sw, w)?,
+                    Cond::BaseTraced | Cond::BaseOutside => {
+                        let b = ctx.baseline.clone().expect("only with --baseline");
+                        if cond == Cond::BaseTraced {
+                            run_traced(&mut ctx, &b, w)?.0
+                        } else {
+                            run_outside(&mut ctx, &b, w)?
+                        }
+                    }
                     Cond::Strace => {
                         run_bare(&mut ctx, w, &["strace", "-f", "-qq", "-o", "/dev/null"])?
                     }
@@ -892,6 +981,30 @@ fn bench(opts: &Options, root: &Path, release: &Path, work: &Path) -> anyhow::Re
                     }
                 ));
                 push(&mut cells, w, cond, s);
+            }
+        }
+        // The floor: one no-op syscall tracepoint program attached for the three workloads.
+        if floor {
+            check_interrupted()?;
+            let marker = format!("/tmp/swb-floor-{}", std::process::id());
+            let program = format!(
+                "tracepoint:syscalls:sys_exit_openat /pid == {}/ {{ printf(\"{marker}\\n\"); }}",
+                std::process::id()
+            );
+            let bt = Bpftrace::start_program(&program, &marker)?;
+            let mut results = Vec::new();
+            for w in WORKLOADS {
+                results.push((w, run_bare(&mut ctx, w, &[])?));
+            }
+            bt.stop()?;
+            for (w, s) in results {
+                progress(format!(
+                    "round {round}/{rounds}: {} {}: {:.1} ms",
+                    w.label(),
+                    Cond::Floor.label(),
+                    s.ms
+                ));
+                push(&mut cells, w, Cond::Floor, s);
             }
         }
         // The peers that watch the whole machine: one session per round, both storms.

@@ -2,14 +2,16 @@
 //!
 //! `setup` installs what building the BPF object needs and does nothing when it is all there:
 //! the nightly's rust-src, bpf-linker built against the nightly's own LLVM, clang, libbpf
-//! headers and bpftool (for the CO-RE C shim), and the OpenTelemetry collector the OTLP tests
-//! send through (rotel, pinned, from PyPI into target/tools).
+//! headers and bpftool (for the CO-RE C shim); the OpenTelemetry collector the OTLP tests
+//! send through (rotel, pinned, from PyPI into target/tools); and the pinned agent CLIs the
+//! real-agent tests drive (`agents.rs`).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod agents;
 mod bench;
 mod collector;
 mod vm;
@@ -58,6 +60,10 @@ enum Task {
         /// full size even with --quick.
         #[arg(long)]
         memory_only: bool,
+        /// Another sandbox-watch binary (e.g. main's build) to run traced and outside in the
+        /// same rounds, so a change is compared with what it changes under the same load.
+        #[arg(long, value_name = "BIN")]
+        baseline: Option<PathBuf>,
     },
 }
 
@@ -90,12 +96,14 @@ fn main() -> anyhow::Result<()> {
             json,
             no_peers,
             memory_only,
+            baseline,
         } => bench::run(bench::Options {
             runs,
             quick,
             json,
             no_peers,
             memory_only,
+            baseline,
         }),
     }
 }
@@ -202,7 +210,8 @@ fn setup() -> anyhow::Result<()> {
         ("git", have("git")),
         ("tmux", have("tmux")),
         ("openssl", have("openssl")),
-        // The package tests: a venv with pip, npm.
+        // The package tests (a venv with pip, npm) and the real-agent tests (npm installs the
+        // agent CLIs; the session makes a venv).
         ("python3-pip", crate::installed("python3-pip")),
         ("python3-venv", crate::installed("python3-venv")),
         ("npm", have("npm")),
@@ -286,6 +295,9 @@ fn setup() -> anyhow::Result<()> {
 
     // The OpenTelemetry collector of the OTLP tests and the bench.
     collector::setup()?;
+
+    // The real agent CLIs the kernel tests drive, at their pinned versions.
+    agents::setup(&root())?;
 
     // What running needs: say it now rather than fail later.
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {

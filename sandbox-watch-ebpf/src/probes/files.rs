@@ -23,18 +23,18 @@ use sandbox_watch_common::{
     PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
-use super::syscall::{RET, arg, remember, syscall_programs, take};
+use super::syscall::{RET, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 use sandbox_watch_common::abi::{
     FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY,
 };
 
-const AT_FDCWD: i64 = -100;
+pub(crate) const AT_FDCWD: i64 = -100;
 /// Bytes kept of a name given to unlink/rename.
 const NAME_MAX: usize = 1024;
 /// Bounds a path's length in a record's tail for the verifier (a walk plus a name fit in it).
-const PATH_MASK: u32 = 0x3fff;
+pub(crate) const PATH_MASK: u32 = 0x3fff;
 
 /// Plain reads already reported, by process (with its start), inode (with its generation) and
 /// the name used, with how many more opens followed.
@@ -228,6 +228,7 @@ fn report_open(file: Ptr) {
     let inode = unsafe { sw_file_inode(file) };
     let dev = unsafe { sw_inode_dev(inode) };
     let ino = unsafe { sw_inode_ino(inode) };
+    super::tamper::monitor_file(file, f_mode, dev, ino);
     let generation = unsafe { sw_inode_generation(inode) };
     let name_key = unsafe { sw_file_name_key(file) };
     let start_ns = unsafe { sw_task_start_ns(current_task()) };
@@ -248,7 +249,9 @@ fn report_open(file: Ptr) {
             unsafe { *count += 1 };
             return;
         }
-        let _ = READS.insert(key, 0, 0);
+        if READS.insert(key, 0, 0).is_err() {
+            crate::count_fail(sandbox_watch_common::fails::READS);
+        }
     }
     let Some(base) = scratch() else { return };
     let event = base.cast::<FileEvent>();
@@ -371,37 +374,49 @@ fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
 
 // ---- deletes and renames ----
 
+// Only the exits: the arguments are read from the registers saved at the syscall's entry
+// (nothing is kept from entry to exit, so no table of syscalls in flight can fill up).
+
 syscall_programs! {
-    sys_enter_unlink(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0); 0 };
-    sys_enter_rmdir(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), 0, 0, 0); 0 };
-    sys_enter_unlinkat(ctx) => { remember(arg(&ctx, 0) as i32 as i64, arg(&ctx, 1), 0, 0, 0); 0 };
-    sys_enter_rename(ctx) => { remember(AT_FDCWD, arg(&ctx, 0), AT_FDCWD, arg(&ctx, 1), 0); 0 };
-    sys_enter_renameat(ctx) => remember_renameat(&ctx);
-    sys_enter_renameat2(ctx) => remember_renameat(&ctx);
-    sys_exit_unlink(ctx) => exit_path_op(&ctx, EventKind::Unlink);
-    sys_exit_rmdir(ctx) => exit_path_op(&ctx, EventKind::Unlink);
-    sys_exit_unlinkat(ctx) => exit_path_op(&ctx, EventKind::Unlink);
-    sys_exit_rename(ctx) => exit_path_op(&ctx, EventKind::Rename);
-    sys_exit_renameat(ctx) => exit_path_op(&ctx, EventKind::Rename);
-    sys_exit_renameat2(ctx) => exit_path_op(&ctx, EventKind::Rename);
+    sys_exit_unlink(ctx) => exit_path_op(&ctx, EventKind::Unlink, PathArgs::Name);
+    sys_exit_rmdir(ctx) => exit_path_op(&ctx, EventKind::Unlink, PathArgs::Name);
+    sys_exit_unlinkat(ctx) => exit_path_op(&ctx, EventKind::Unlink, PathArgs::DirName);
+    sys_exit_rename(ctx) => exit_path_op(&ctx, EventKind::Rename, PathArgs::NameName);
+    sys_exit_renameat(ctx) => exit_path_op(&ctx, EventKind::Rename, PathArgs::DirNameDirName);
+    sys_exit_renameat2(ctx) => exit_path_op(&ctx, EventKind::Rename, PathArgs::DirNameDirName);
 }
 
-/// renameat(olddirfd, oldpath, newdirfd, newpath) and renameat2 (…, flags).
-#[inline(always)]
-fn remember_renameat(ctx: &TracePointContext) -> u32 {
-    let (olddir, old, newdir, new) = (arg(ctx, 0), arg(ctx, 1), arg(ctx, 2), arg(ctx, 3));
-    remember(olddir as i32 as i64, old, newdir as i32 as i64, new, 0);
-    0
+/// Where a delete or rename keeps its names.
+#[derive(Clone, Copy)]
+enum PathArgs {
+    /// unlink(path), rmdir(path)
+    Name,
+    /// unlinkat(dirfd, path, flags)
+    DirName,
+    /// rename(old, new)
+    NameName,
+    /// renameat(olddirfd, old, newdirfd, new), renameat2(…, flags)
+    DirNameDirName,
 }
 
 #[inline(always)]
-fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
-    let Some(p) = take() else { return 0 };
+fn exit_path_op(ctx: &TracePointContext, kind: EventKind, args: PathArgs) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
+    let (dirfd, name, new_dirfd, new_name) = match args {
+        PathArgs::Name => (AT_FDCWD, a[0], 0, 0),
+        PathArgs::DirName => (a[0] as i32 as i64, a[1], 0, 0),
+        PathArgs::NameName => (AT_FDCWD, a[0], AT_FDCWD, a[1]),
+        PathArgs::DirNameDirName => (a[0] as i32 as i64, a[1], a[2] as i32 as i64, a[3]),
+    };
     let result = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) as i32;
     let Some(base) = scratch() else { return 0 };
     let event = base.cast::<FileEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
-    let first = dir_and_name(p.dirfd, p.name, tail);
+    let first = dir_and_name(dirfd, name, tail);
     let path_len = first & !WALK_TRUNCATED & PATH_MASK;
     let mut flags = if first & WALK_TRUNCATED != 0 {
         PATH_TRUNCATED
@@ -410,9 +425,7 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
     };
     let mut new_path_len = 0;
     if kind == EventKind::Rename {
-        let second = dir_and_name(p.new_dirfd, p.new_name, unsafe {
-            tail.add(path_len as usize)
-        });
+        let second = dir_and_name(new_dirfd, new_name, unsafe { tail.add(path_len as usize) });
         new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
         if second & WALK_TRUNCATED != 0 {
             flags |= NEW_PATH_TRUNCATED;
@@ -444,7 +457,7 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind) -> u32 {
 /// files this way) is written as descriptor N's file, walked, and `REST`: the path the kernel
 /// resolved, not the magic link.
 #[inline(always)]
-fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
+pub(crate) fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
     let mut first: u8 = 0;
     unsafe { bpf_probe_read_user((&raw mut first).cast(), 1, name as *const _) };
     let task = current_task();

@@ -1,5 +1,7 @@
 //! One file per hook family. Each names the kernel hook and the prototype it relies on.
 mod files;
 mod net;
+mod output;
 mod process;
 mod syscall;
+mod tamper;

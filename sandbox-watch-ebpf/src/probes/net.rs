@@ -19,7 +19,7 @@ use sandbox_watch_common::{
     NET_LISTEN, NetEvent, SOCKADDR_MAX,
 };
 
-use super::syscall::{RET, arg, remember, syscall_programs, take};
+use super::syscall::{RET, arg, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, O_NONBLOCK, SOCK_DGRAM};
@@ -127,7 +127,6 @@ pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let fd = arg(&ctx, 0);
-    remember(fd as i64, arg(&ctx, 1), 0, 0, arg(&ctx, 2) as u32);
     // A non-blocking TCP connect finishes later, or (on loopback) already inside this call:
     // watch its socket's state from now on.
     let task = current_task();
@@ -146,13 +145,18 @@ pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_connect")]
 pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
-    let Some(p) = take() else { return 0 };
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    // connect(fd, addr, addrlen), from the registers saved at the entry.
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0);
     let Some((base, ev, tail)) = event(NET_CONNECT) else {
         return 0;
     };
-    let sk = socket(ev, p.dirfd as u32);
-    let n = sockaddr(ev, tail, p.name, p.flags as u64);
+    let sk = socket(ev, a[0] as u32);
+    let n = sockaddr(ev, tail, a[1], a[2] & 0xffff_ffff);
     if ev.family == AF_UNIX as u32 {
         ev.tail_len = n;
     }
@@ -187,6 +191,7 @@ pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
             _pad: 0,
             ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
             start_ns: owner.start_ns,
+            seq: 0,
         },
         op: NET_CONNECT_RESULT,
         result,
@@ -206,23 +211,26 @@ pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
 // ---- listen and UDP servers ----
 
 syscall_programs! {
-    sys_enter_listen(ctx) => { remember(arg(&ctx, 0) as i64, 0, 0, 0, 0); 0 };
     sys_exit_listen(ctx) => { local_endpoint(&ctx, NET_LISTEN); 0 };
-    sys_enter_bind(ctx) => { remember(arg(&ctx, 0) as i64, 0, 0, 0, 0); 0 };
     sys_exit_bind(ctx) => { local_endpoint(&ctx, NET_BIND); 0 };
 }
 
-/// A successful listen, or bind of a datagram socket: reports its local address.
+/// A successful listen, or bind of a datagram socket: reports its local address. The socket's
+/// descriptor is the first argument, read from the registers saved at the entry.
 #[inline(always)]
 fn local_endpoint(ctx: &TracePointContext, op: u32) {
-    let Some(p) = take() else { return };
+    if !is_traced(current_tgid()) {
+        return;
+    }
     if unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1) != 0 {
         return;
     }
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let Some((base, ev, _)) = event(op) else {
         return;
     };
-    let sk = socket(ev, p.dirfd as u32);
+    let sk = socket(ev, a[0] as u32);
     if sk.is_null() || (op == NET_BIND && ev.sock_type != SOCK_DGRAM) {
         return;
     }

@@ -41,6 +41,10 @@ pub enum Command {
     /// ended; 1: a record changed, removed, inserted or reordered (the first bad seq is named),
     /// or not a log; 5: intact but without its end record (the monitor was killed, or records
     /// were cut from the end).
+    ///
+    /// A rewritten log can be rechained so that the chain alone looks intact: give the anchor
+    /// the capture printed on its stderr (`log L: N records, head H`), which the agent could
+    /// not edit, and a log changed after it fails (exit 1).
     Verify {
         /// The evidence log (JSONL) written by --log. With --otlp-json: also check that the
         /// collector's copy of this log's session is this log, whole.
@@ -52,6 +56,13 @@ pub enum Command {
         /// session has no end record.
         #[arg(long, value_name = "FILE")]
         otlp_json: Option<PathBuf>,
+        /// The full hash of the last record, as the capture printed it at its end (or at a
+        /// checkpoint, with the records then): the log must end with exactly that record.
+        #[arg(long, value_name = "HASH", conflicts_with = "otlp_json")]
+        head: Option<String>,
+        /// How many records the log must have (the count printed with the head).
+        #[arg(long, value_name = "N", conflicts_with = "otlp_json")]
+        records: Option<u64>,
     },
     /// Send finished logs to an OpenTelemetry collector over OTLP/HTTP (the same records as
     /// --otlp). Resumable: each log's cursor (LOG.otlp-cursor) says what the collector already
@@ -124,6 +135,13 @@ pub struct CaptureArgs {
     /// (removed then; kept, for `ship`, when not). Default /var/lib/sandbox-watch/spool.
     #[arg(long, value_name = "DIR")]
     pub spool: Option<PathBuf>,
+    /// Keep the text of what each program printed: the first and last 2 KiB of its stdout
+    /// and stderr, redacted as argv is, in the log and the report (`output.stdout.head`,
+    /// `.tail`), and each failed command's last stderr line in the summary. Without it only
+    /// the byte count and sha256 of each stream are kept. A program that read a credential
+    /// file never has its text kept.
+    #[arg(long)]
+    pub capture_output: bool,
     /// Use this file-open hook instead of trying fentry first.
     #[arg(long, value_name = "fentry|tracepoint", value_parser = parse_file_hook)]
     pub file_hook: Option<FileHook>,

@@ -71,8 +71,8 @@ pub(super) fn start(
     })
 }
 
-/// After the end record: waits up to `--otlp-timeout` for the rest to be delivered, says
-/// where delivery stands, and adds the `export` violation when something is missing.
+/// After the end record: waits up to `--otlp-timeout` for the rest to be delivered, and adds
+/// the `export` violation when something is missing ([`tell`] says where delivery stands).
 pub(super) fn finish(export: Option<Export>, report: &mut Report) -> Option<Status> {
     let export = export?;
     let mut status = export.exporter.finish(export.timeout);
@@ -88,14 +88,17 @@ pub(super) fn finish(export: Option<Export>, report: &mut Report) -> Option<Stat
         });
     }
     if let Some(problem) = status.problem() {
-        report.violations.push(Violation {
-            kind: ViolationKind::Export,
-            pid: None,
-            summary: problem,
-            tool_call: Default::default(),
-        });
+        report
+            .violations
+            .push(Violation::new(ViolationKind::Export, None, problem));
     }
-    eprintln!("sandbox-watch: {}", line(&status));
+    Some(status)
+}
+
+/// Where delivery stands, on stderr (after the TUI, once the terminal is ours again); with
+/// what to run when something was not delivered.
+pub(super) fn tell(status: &Status, report: &Report) {
+    eprintln!("sandbox-watch: {}", line(status));
     if status.pending > 0 {
         let path = status
             .spool
@@ -109,7 +112,6 @@ pub(super) fn finish(export: Option<Export>, report: &mut Report) -> Option<Stat
             status.pending
         );
     }
-    Some(status)
 }
 
 /// One line on where delivery stands.

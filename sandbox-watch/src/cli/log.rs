@@ -9,11 +9,16 @@ use crate::error::{Result, Usage, exit};
 use crate::output::verify::{self, Verdict};
 use crate::{replay, tui};
 
-/// `verify LOG`: the status is the verdict's (0 intact and ended, 1 tampered, 5 unended), or 2
-/// when the log cannot be read.
-pub fn verify(log: &Path) -> u8 {
-    match verify::verify(log) {
-        Ok(v) => {
+/// `verify LOG [--head H] [--records N]`: the status is the verdict's (0 intact and ended, 1
+/// tampered, 5 unended); 1 as well when the log does not match the anchor given; 2 when the log
+/// cannot be read.
+pub fn verify(log: &Path, anchor: &verify::Anchor) -> u8 {
+    match verify::verify_with_head(log) {
+        Ok((v, head)) => {
+            if let Some(why) = anchor.mismatch(&v, &head) {
+                eprintln!("{}: DOES NOT MATCH THE ANCHOR: {why}.", log.display());
+                return exit::OTHER;
+            }
             let msg = v.message(&log.display().to_string());
             if v.exit_code() == 0 {
                 say(&msg)

@@ -124,26 +124,63 @@ pub(super) fn conclude(
 ) -> crate::error::Result<u8> {
     let mut reconciled;
     let report = match &args.transcript {
-        Some(option) => {
+        Some(_) => {
             reconciled = report.clone();
-            crate::judge::transcript::apply(&mut reconciled, option);
+            reconcile(args, &mut reconciled);
             &reconciled
         }
         None => report,
     };
+    write_outputs(args, report, export)?;
+    Ok(status(args, report, export, code))
+}
+
+/// The report reconciled with the agent's transcript (`--transcript`), read after the capture
+/// ended; nothing without the option.
+pub(super) fn reconcile(args: &Outputs, report: &mut report::Report) {
+    if let Some(option) = &args.transcript {
+        crate::judge::transcript::apply(report, option);
+    }
+}
+
+/// Writes the report and appends the summary to its file (the TUI: as soon as the capture
+/// and its export end, with the screen still up).
+pub(super) fn write_outputs(
+    args: &Outputs,
+    report: &report::Report,
+    export: Option<&otlp::Status>,
+) -> anyhow::Result<()> {
     if let Some(path) = &args.report {
         // Streamed: a report of a million entries is never one string in memory.
         let written = Written {
             report,
             export: export.map(|otlp| ExportSection { otlp }),
         };
-        let write = || -> std::io::Result<()> {
-            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        // A new file renamed over the path: whatever the agent put there (a symbolic link to
+        // /etc/shadow, a FIFO) is replaced, never written through.
+        crate::output::safe_file::replace(path, |f| {
+            let mut out = std::io::BufWriter::new(f);
             serde_json::to_writer_pretty(&mut out, &written)?;
             out.flush()
-        };
-        write().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        })
+        .map_err(|e| anyhow::anyhow!("--report {}: {e}", path.display()))?;
     }
+    if let Some(path) = summary_path(args) {
+        // Never through a symbolic link, never waiting on a FIFO, never into a hard link.
+        if let Err(e) = crate::output::safe_file::append(&path, summary(report, export).as_bytes())
+        {
+            eprintln!(
+                "sandbox-watch: {} {}: {e}; the summary was not written there",
+                summary_option(args),
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The summary, with the Export line when there was an export.
+fn summary(report: &report::Report, export: Option<&otlp::Status>) -> String {
     let mut summary = report.summary();
     if let Some(status) = export {
         summary.push_str(&format!(
@@ -151,15 +188,21 @@ pub(super) fn conclude(
             report::clean(&super::export::line(status))
         ));
     }
-    if let Some(path) = summary_path(args) {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        f.write_all(summary.as_bytes())?;
+    summary
+}
+
+/// Where the export stands and the summary on stderr (once the terminal is ours again), and
+/// the exit status: 3 on a --fail-on kind, else `code`.
+pub(super) fn status(
+    args: &Outputs,
+    report: &report::Report,
+    export: Option<&otlp::Status>,
+    code: u8,
+) -> u8 {
+    if let Some(status) = export {
+        super::export::tell(status, report);
     }
-    let _ = std::io::stderr().write_all(summary.as_bytes());
+    let _ = std::io::stderr().write_all(summary(report, export).as_bytes());
     let failed: Vec<&report::Violation> = match &args.fail_on {
         Some(kinds) => report
             .violations
@@ -174,7 +217,7 @@ pub(super) fn conclude(
             v.kind.as_str(),
             v.summary
         );
-        return Ok(exit::FAIL_ON);
+        return exit::FAIL_ON;
     }
-    Ok(code)
+    code
 }

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use super::args::{AttachArgs, CaptureArgs, ContainerArgs, RunArgs};
 use super::export::{self, Export};
-use super::outputs::{check_outputs, conclude, summary_option, summary_path};
+use super::outputs::{
+    check_outputs, conclude, reconcile, status, summary_option, summary_path, write_outputs,
+};
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
 use crate::judge::{classify, identity, netpolicy, redact};
@@ -122,11 +124,22 @@ fn agent_netns(spec: Option<&str>) -> Result<Option<u64>, Usage> {
         })
 }
 
-fn probe_options(args: &CaptureArgs) -> ProbeOptions {
+fn probe_options(args: &CaptureArgs, prepared: &Prepared) -> ProbeOptions {
+    // The files already open that the agent must not touch, by inode: an open of one by a
+    // traced task, through any path (/proc/MONITOR/fd/N, a hard link), is a tamper record.
+    let outputs = [
+        prepared.log.as_ref().and_then(|l| l.metadata().ok()),
+        prepared.ocsf.as_ref().and_then(|o| o.metadata().ok()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|m| crate::kernel::guard::file_key(&m))
+    .collect();
     ProbeOptions {
         ring_buffer_bytes: args.ring_buffer,
         cgroup: None,
         file_hook: args.file_hook,
+        outputs,
     }
 }
 
@@ -151,7 +164,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         ))
         .into());
     }
-    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let mut probe = Probe::load(&probe_options(&args.capture, &prepared))?;
     let ring = probe.ring()?;
     let tui = use_tui(&args.capture);
     let (pane, terminal) = match tui {
@@ -168,6 +181,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     };
     let child = target::fork_gated(&program, &args.command, user, withhold, terminal)?;
     probe.trace(child.pid.as_raw() as u32)?;
+    probe.seal()?;
     let mut capture = new_capture(
         Mode::Run {
             // Recorded as the kernel's argv is: bytes that are not UTF-8 escaped, then redacted.
@@ -179,6 +193,9 @@ pub fn run(args: RunArgs) -> Result<u8> {
         &args.capture,
     );
     capture.agent_netns = fixed_ns;
+    // The start record is on disk before the agent runs its first instruction: a kill of the
+    // monitor at any moment leaves a log `verify` calls unended.
+    capture.log_start();
     let pid = child.release()?;
 
     let rt = runtime()?;
@@ -200,14 +217,14 @@ pub fn run(args: RunArgs) -> Result<u8> {
         pane,
         agent: Some(pid),
     });
-    let mut report = drive(&rt, capture, ring, ends, screen)?;
-    let exported = export::finish(export, &mut report);
+    let ended = drive(&rt, capture, ring, ends, screen, export, &args.capture.out)?;
+    let report = &ended.report;
     let agent_code = match (report.exit.code, report.exit.signal) {
         (Some(c), _) => c as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 0,
     };
-    conclude(&args.capture.out, &report, exported.as_ref(), agent_code)
+    ended.end(&args.capture.out, agent_code)
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
@@ -218,7 +235,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     target::check_attachable(args.pid)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
-    let mut probe = Probe::load(&probe_options(&args.capture))?;
+    let mut probe = Probe::load(&probe_options(&args.capture, &prepared))?;
     let ring = probe.ring()?;
     let mut existing = Vec::new();
     // Trace the tree, then look again until no new member appears: a child forked while we
@@ -246,12 +263,17 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         ))
         .into());
     }
-    let mut capture = new_capture(
-        Mode::Attach { pid: args.pid },
-        probe,
-        prepared,
-        &args.capture,
-    );
+    probe.seal()?;
+    let command = existing
+        .iter()
+        .find(|p: &&processes::Existing| p.pid == args.pid)
+        .map(|p| redact::redact_argv(&p.argv).0)
+        .unwrap_or_default();
+    let mode = Mode::Attach {
+        pid: args.pid,
+        command,
+    };
+    let mut capture = new_capture(mode, probe, prepared, &args.capture);
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
@@ -262,7 +284,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     let (prepared, export) = prepare(&args.capture)?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
-    let mut options = probe_options(&args.capture);
+    let mut options = probe_options(&args.capture, &prepared);
     options.cgroup = Some((c.cgroup_id, c.level));
     let mut probe = Probe::load(&options)?;
     let ring = probe.ring()?;
@@ -274,6 +296,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     for e in &inside {
         probe.trace(e.pid)?;
     }
+    probe.seal()?;
     let mode = Mode::Container {
         id: c.id.clone(),
         cgroup: c.cgroup.clone(),
@@ -322,6 +345,7 @@ fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs)
     capture.allow_net_resolved = resolved(&args.allow_net);
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;
+    capture.capture_output = args.capture_output;
     capture
 }
 
@@ -331,8 +355,24 @@ pub(super) fn interactive(headless: bool) -> bool {
     !headless && std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
 }
 
+/// The TUI when there is a terminal that answers: one that does not answer the
+/// cursor-position query (which the TUI needs) is found here, before the agent starts, and
+/// the capture runs headless, saying so.
 fn use_tui(args: &CaptureArgs) -> bool {
-    interactive(args.headless)
+    if !interactive(args.headless) {
+        return false;
+    }
+    match tui::terminal_answers() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "sandbox-watch: the terminal does not answer the cursor-position query ({e}): \
+                 running without the TUI (as with --headless); the report and summary are \
+                 written as usual"
+            );
+            false
+        }
+    }
 }
 
 /// attach and container: watch until the target is gone, at --duration or on a signal, then
@@ -357,9 +397,7 @@ fn watch_target(
         pane: None,
         agent: None,
     });
-    let mut report = drive(&runtime()?, capture, ring, ends, screen)?;
-    let exported = export::finish(export, &mut report);
-    conclude(&args.out, &report, exported.as_ref(), 0)
+    drive(&runtime()?, capture, ring, ends, screen, export, &args.out)?.end(&args.out, 0)
 }
 
 /// What the TUI shows besides the records: the agent's terminal (run mode).
@@ -379,21 +417,45 @@ pub(super) fn tui_options(replay: bool) -> tui::Options {
 /// Runs the capture to its end, with the TUI when there is a screen: the TUI gets every
 /// record as it is logged and stays until `q` after the capture ends; quitting it first ends
 /// the capture (and, unless the user chose to leave it running, stops the agent).
+/// With the TUI, the report and summary are written as soon as the capture ends (the screen
+/// stays), and SIGHUP, SIGTERM or SIGINT end the capture (if it still runs) and the TUI;
+/// with `--otlp`, they are written once the export has finished, and carry it.
 fn drive(
     rt: &tokio::runtime::Runtime,
     mut capture: Capture,
     ring: aya::maps::RingBuf<aya::maps::MapData>,
     mut ends: Ends,
     screen: Option<Screen>,
-) -> anyhow::Result<report::Report> {
+    export: Option<Export>,
+    out: &super::args::Outputs,
+) -> anyhow::Result<Ended> {
     let Some(screen) = screen else {
         capture.log_start();
+        capture.log_existing();
         rt.block_on(capture.watch(ring, ends))?;
-        return Ok(capture.finish());
+        let mut report = capture.finish();
+        let exported = export::finish(export, &mut report);
+        return Ok(Ended {
+            report,
+            exported,
+            written: false,
+        });
+    };
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _rt = rt.enter();
+        [
+            signal(SignalKind::hangup())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ]
     };
     let (feed, feed_rx) = tokio::sync::mpsc::channel(1 << 16);
     capture.feed = Some(feed.clone());
+    // The TUI owns the terminal: no anchor lines on it (the summary has the end's).
+    capture.anchors = false;
     capture.log_start();
+    capture.log_existing();
     let (stop, stop_rx) = tokio::sync::oneshot::channel();
     ends.stop = Some(stop_rx);
     let (done, mut done_rx) = tokio::sync::oneshot::channel::<()>();
@@ -405,14 +467,41 @@ fn drive(
     rt.block_on(async move {
         let capturing = async {
             let watched = capture.watch(ring, ends).await;
-            let report = capture.finish();
-            let reason = capture.ended_by.clone();
+            let mut report = capture.finish();
+            // The export's wait for the collector (up to --otlp-timeout) off this thread: the
+            // TUI keeps answering meanwhile.
+            let (mut report, exported) = tokio::task::spawn_blocking(move || {
+                let exported = export::finish(export, &mut report);
+                (report, exported)
+            })
+            .await
+            .expect("the export's end does not panic");
+            // The agent's transcript, once the capture has ended (it may write it last).
+            reconcile(out, &mut report);
+            // At once, the screen still up: nothing that ends the TUI later can lose them.
+            let written = write_outputs(out, &report, exported.as_ref());
+            let reason = match &written {
+                Ok(()) => capture.ended_by.clone(),
+                Err(e) => format!("{}; writing the report failed: {e}", capture.ended_by),
+            };
             let _ = done.send(());
             let _ = feed.send(tui::Feed::Ended { reason }).await;
-            watched.map(|_| report)
+            watched.and(written).map(|_| Ended {
+                report,
+                exported,
+                written: true,
+            })
         };
         let showing = async {
-            let quit = tui::run(feed_rx, tui_options(false), screen.pane).await;
+            let [mut hup, mut term, mut int] = signals;
+            let quit = tokio::select! {
+                quit = tui::run(feed_rx, tui_options(false), screen.pane) => quit,
+                // The terminal went away, or someone asked us to stop: the capture sees the
+                // same signal and ends (as headless: the agent is not stopped), the TUI closes.
+                _ = hup.recv() => Ok(tui::Quit::Normal),
+                _ = term.recv() => Ok(tui::Quit::Normal),
+                _ = int.recv() => Ok(tui::Quit::Normal),
+            };
             match (&quit, screen.agent) {
                 (Ok(tui::Quit::StopAgent), Some(agent)) => {
                     // Stop it, and let the capture see it go (its end ends the capture); one
@@ -441,10 +530,33 @@ fn drive(
             let _ = stop.send(());
             quit
         };
-        let (report, quit) = tokio::join!(capturing, showing);
-        quit.map_err(|e| anyhow::anyhow!("the terminal: {e}"))?;
-        report
+        let (ended, quit) = tokio::join!(capturing, showing);
+        let ended = ended?;
+        if let Err(e) = quit {
+            eprintln!("sandbox-watch: the terminal: {e} (the report and summary were written)");
+        }
+        Ok(ended)
     })
+}
+
+/// A capture that ended: its report, where its export stands, and whether the outputs were
+/// written already (by the TUI, when the capture ended).
+struct Ended {
+    report: report::Report,
+    exported: Option<otlp::Status>,
+    written: bool,
+}
+
+impl Ended {
+    /// Writes the outputs unless the TUI did; the exit status.
+    fn end(&self, out: &super::args::Outputs, code: u8) -> Result<u8> {
+        let exported = self.exported.as_ref();
+        if self.written {
+            Ok(status(out, &self.report, exported, code))
+        } else {
+            conclude(out, &self.report, exported, code)
+        }
+    }
 }
 
 /// An argv as the record keeps it: each argument's bytes, `\xNN` where they are not UTF-8 (as

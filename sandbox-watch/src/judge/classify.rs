@@ -288,6 +288,18 @@ const CREDENTIAL_EXCEPT_GLOBS: &[&str] = &[
 /// A process's environment: a credential that only proc can serve.
 const ENVIRON_GLOBS: &[&str] = &["/proc/*/environ", "/proc/*/task/*/environ"];
 
+/// Whether `path` is a process's environment in proc (`/proc/PID/environ`,
+/// `/proc/PID/task/TID/environ`): the files the report groups into one finding per reader.
+pub fn is_environ(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    let word = |s: &str| !s.is_empty();
+    match parts.as_slice() {
+        ["", "proc", p, "environ"] => word(p),
+        ["", "proc", p, "task", t, "environ"] => word(p) && word(t),
+        _ => false,
+    }
+}
+
 /// Files whose change makes something run (or let someone in) later.
 const PERSISTENCE_GLOBS: &[&str] = &[
     // Shell start files.

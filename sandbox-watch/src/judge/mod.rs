@@ -3,4 +3,5 @@ pub mod dns;
 pub mod identity;
 pub mod netpolicy;
 pub mod redact;
+pub mod tamper;
 pub mod transcript;

@@ -426,15 +426,15 @@ pub fn reconcile(report: &mut Report, path: &str, t: Transcript) {
         {
             continue;
         }
-        undeclared.push(Violation {
-            kind: ViolationKind::Undeclared,
-            pid: v.pid,
-            tool_call: v.tool_call.clone(),
-            summary: format!(
+        undeclared.push(Violation::in_step(
+            v.tool_call.clone(),
+            ViolationKind::Undeclared,
+            v.pid,
+            format!(
                 "step {id} is not in the agent's transcript, and under it: {}",
                 clean(&v.summary)
             ),
-        });
+        ));
     }
     report.violations.extend(undeclared);
     for t in &mut report.tool_calls {

@@ -16,6 +16,8 @@ pub struct Header {
     pub ktime_ns: u64,
     /// Thread group leader's start (boot clock, ns).
     pub start_ns: u64,
+    /// The kernel's global sequence number of this record.
+    pub seq: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +81,21 @@ pub struct FailedOpen {
     pub result: i32,
 }
 
+/// An execve or execveat that failed. The path's directory is the kernel's (cwd or dirfd);
+/// its name and the argv were read from the caller's memory at the syscall's exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecFailed {
+    pub header: Header,
+    /// `execve` or `execveat`.
+    pub syscall: &'static str,
+    pub path: String,
+    pub path_truncated: bool,
+    pub argv: Vec<String>,
+    pub argv_truncated: bool,
+    /// -errno.
+    pub result: i32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetOp {
     Connect,
@@ -111,6 +128,45 @@ pub struct Net {
     pub payload: Vec<u8>,
 }
 
+/// Part of one write of a traced process to its stdout or stderr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub header: Header,
+    /// 1 stdout, 2 stderr.
+    pub stream: u32,
+    pub fd: u32,
+    /// The bytes the write wrote (the whole write, as the kernel returned it).
+    pub ret: u64,
+    /// Where `data` starts in that write.
+    pub offset: u64,
+    pub flags: u32,
+    pub via: u32,
+    pub data: Vec<u8>,
+}
+
+/// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19). The fields are
+/// those of [`common::TamperEvent`]; what they mean depends on `call`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tamper {
+    pub header: Header,
+    pub kind: EventKind,
+    /// A `common::tamper` call constant.
+    pub call: u32,
+    /// The kernel found that the call names the monitor (its thread, object or file).
+    pub monitor: bool,
+    pub code: u64,
+    pub target: u64,
+    pub detail: u64,
+    pub attr: [u64; 2],
+    pub dev: u32,
+    pub ino: u64,
+    pub magic: u64,
+    pub result: i32,
+    /// MonitorFile: the path walked from the `struct file`.
+    pub path: Option<String>,
+    pub path_truncated: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Fork {
@@ -133,6 +189,9 @@ pub enum Event {
         symbolic: bool,
     },
     Net(Net),
+    Output(Output),
+    ExecFailed(ExecFailed),
+    Tamper(Tamper),
 }
 
 impl Event {
@@ -145,6 +204,9 @@ impl Event {
             Event::FailedOpen(f) => &f.header,
             Event::Link { op, .. } => &op.header,
             Event::Net(n) => &n.header,
+            Event::Output(o) => &o.header,
+            Event::ExecFailed(e) => &e.header,
+            Event::Tamper(t) => &t.header,
         }
     }
 }
@@ -157,6 +219,8 @@ pub enum DecodeError {
     UnknownKind(u32),
     #[error("unknown network operation {0}")]
     UnknownNetOp(u32),
+    #[error("unknown output stream {0}")]
+    UnknownStream(u32),
     #[error("{kind} record of {len} bytes is shorter than its fixed part ({need})")]
     Truncated {
         kind: &'static str,
@@ -187,6 +251,7 @@ fn header(h: &common::EventHeader) -> Header {
         pid: h.pid,
         ktime_ns: h.ktime_ns,
         start_ns: h.start_ns,
+        seq: h.seq,
     }
 }
 
@@ -205,6 +270,22 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let tail = &bytes[need..];
     Ok(match kind {
         EventKind::Net => Event::Net(net(hdr, read(bytes).expect("length checked"), tail)?),
+        EventKind::Output => {
+            let o: common::OutputEvent = read(bytes).expect("length checked");
+            if o.stream != common::OUTPUT_STDOUT && o.stream != common::OUTPUT_STDERR {
+                return Err(DecodeError::UnknownStream(o.stream));
+            }
+            Event::Output(Output {
+                header: hdr,
+                stream: o.stream,
+                fd: o.fd,
+                ret: o.ret,
+                offset: o.offset,
+                flags: o.flags,
+                via: o.via,
+                data: take(kind, tail, o.len as usize)?.to_vec(),
+            })
+        }
         EventKind::Fork => {
             let f: common::ForkEvent = read(bytes).expect("length checked");
             Event::Fork {
@@ -221,6 +302,24 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             }
         }
         EventKind::Exec => Event::Exec(exec(hdr, read(bytes).expect("length checked"), tail)?),
+        EventKind::ExecFailed => {
+            let e: common::ExecFailedEvent = read(bytes).expect("length checked");
+            let path = take(kind, tail, e.path_len as usize)?;
+            let argv = take(kind, &tail[path.len()..], e.argv_len as usize)?;
+            Event::ExecFailed(ExecFailed {
+                header: hdr,
+                syscall: if e.syscall == common::EXEC_FAILED_EXECVEAT {
+                    "execveat"
+                } else {
+                    "execve"
+                },
+                path: path_of(common::PATH_FROM_DIR_AND_NAME, path),
+                path_truncated: e.flags & common::PATH_TRUNCATED != 0,
+                argv: split_nul(argv).map(escape).collect(),
+                argv_truncated: e.flags & common::ARGV_TRUNCATED != 0,
+                result: e.result,
+            })
+        }
         EventKind::FileOpen => {
             let f: FileEvent = read(bytes).expect("length checked");
             let path_bytes = take(kind, tail, f.path_len as usize)?;
@@ -281,6 +380,35 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             } else {
                 Event::Unlink(op)
             }
+        }
+        EventKind::Bpf
+        | EventKind::BpfFd
+        | EventKind::TraceAccess
+        | EventKind::Pidfd
+        | EventKind::Signal
+        | EventKind::MonitorFile => {
+            let t: common::TamperEvent = read(bytes).expect("length checked");
+            let path = if kind == EventKind::MonitorFile {
+                Some(path_from_walk(take(kind, tail, t.path_len as usize)?))
+            } else {
+                None
+            };
+            Event::Tamper(Tamper {
+                header: hdr,
+                kind,
+                call: t.call,
+                monitor: t.monitor != 0,
+                code: t.code,
+                target: t.target,
+                detail: t.detail,
+                attr: t.attr,
+                dev: t.dev,
+                ino: t.ino,
+                magic: t.magic,
+                result: t.result,
+                path,
+                path_truncated: t.flags & common::PATH_TRUNCATED != 0,
+            })
         }
     })
 }
@@ -479,6 +607,7 @@ mod tests {
             _pad: 0,
             ktime_ns: 5,
             start_ns: 6,
+            seq: 7,
         };
         as_bytes(&h).to_vec()
     }
@@ -533,6 +662,7 @@ mod tests {
             _pad: 0,
             ktime_ns: 1,
             start_ns: 2,
+            seq: 0,
         };
         e.ppid = 1;
         e.netns = 4026531840;
@@ -560,6 +690,46 @@ mod tests {
         // A tail shorter than claimed is an error, not a panic.
         bytes.truncate(bytes.len() - 3);
         assert!(matches!(decode(&bytes), Err(DecodeError::BadTail { .. })));
+    }
+
+    #[test]
+    fn a_failed_exec_has_its_path_argv_and_error() {
+        let e = common::ExecFailedEvent {
+            header: common::EventHeader {
+                kind: EventKind::ExecFailed as u32,
+                tgid: 3,
+                pid: 4,
+                ..Default::default()
+            },
+            result: -13,
+            flags: 0,
+            syscall: common::EXEC_FAILED_EXECVEAT,
+            path_len: 13,
+            argv_len: 11,
+            _pad: 0,
+        };
+        let mut bytes = as_bytes(&e).to_vec();
+        bytes.extend_from_slice(b"w\0tmp\0\0./run\0");
+        bytes.extend_from_slice(b"./run\0-v\0x\0");
+        let Event::ExecFailed(x) = decode(&bytes).unwrap() else {
+            panic!("not a failed exec")
+        };
+        assert_eq!(
+            (x.syscall, x.path.as_str(), x.result),
+            ("execveat", "/tmp/w/run", -13)
+        );
+        assert_eq!(x.argv, ["./run", "-v", "x"]);
+        bytes.truncate(bytes.len() - 1);
+        assert!(matches!(decode(&bytes), Err(DecodeError::BadTail { .. })));
+    }
+
+    #[test]
+    fn the_sequence_number_comes_through() {
+        let mut bytes = header_bytes(EventKind::Exit as u32);
+        bytes.extend_from_slice(&[0u8; 8]);
+        let event = decode(&bytes).unwrap();
+        assert_eq!(event.header().seq, 7);
+        assert_eq!(size_of::<common::EventHeader>(), 40);
     }
 
     #[test]
@@ -597,8 +767,9 @@ mod tests {
     #[test]
     fn all_kinds_are_all_of_them() {
         let kinds = all_kinds();
-        assert_eq!(kinds.len() as u32, common::KIND_SLOTS - 1, "{kinds:?}");
+        assert_eq!(kinds.len(), EventKind::ALL.len(), "{kinds:?}");
         assert!(kinds.contains(&EventKind::Link) && kinds.contains(&EventKind::OpenFailed));
+        assert!(kinds.contains(&EventKind::Output) && kinds.contains(&EventKind::ExecFailed));
     }
 
     fn patch<T: aya::Pod>(fixed: &mut [u8], f: impl FnOnce(&mut T)) {
@@ -629,6 +800,11 @@ mod tests {
                     (e.cwd_len, e.argv_len) = (split, len - split);
                 }
             }),
+            EventKind::ExecFailed => patch::<common::ExecFailedEvent>(&mut bytes, |e| {
+                if fit {
+                    (e.path_len, e.argv_len) = (split, len - split);
+                }
+            }),
             EventKind::FileOpen | EventKind::OpenFailed => patch::<FileEvent>(&mut bytes, |f| {
                 if fit {
                     f.path_len = len;
@@ -641,6 +817,22 @@ mod tests {
                     }
                 })
             }
+            EventKind::Output => patch::<common::OutputEvent>(&mut bytes, |o| {
+                if fit {
+                    o.len = len;
+                    o.stream = 1 + (r >> 40) as u32 % 2;
+                }
+            }),
+            EventKind::Bpf
+            | EventKind::BpfFd
+            | EventKind::TraceAccess
+            | EventKind::Pidfd
+            | EventKind::Signal
+            | EventKind::MonitorFile => patch::<common::TamperEvent>(&mut bytes, |t| {
+                if fit {
+                    t.path_len = len;
+                }
+            }),
             EventKind::Net => patch::<common::NetEvent>(&mut bytes, |n| {
                 if fit {
                     n.tail_len = len;

@@ -1,3 +1,5 @@
 pub mod decode;
+pub mod guard;
 pub mod probe;
 pub mod reads;
+pub mod sequence;

@@ -8,10 +8,12 @@ use std::path::Path;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
-    programs::{FEntry, ProgramError, RawTracePoint, TracePoint},
+    maps::{Array, HashMap, IterableMap, MapData, PerCpuArray, RingBuf},
+    programs::{BtfTracePoint, FEntry, ProgramError, RawTracePoint, TracePoint},
 };
-use sandbox_watch_common::{EventKind, InodeKey, KIND_SLOTS, ReadKey, globals};
+use sandbox_watch_common::{EventKind, FileKey, InodeKey, KIND_SLOTS, ReadKey, fails, globals};
+
+use super::guard::{self, Object};
 
 /// Which hook delivered file opens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -39,6 +41,9 @@ pub struct ProbeOptions {
     pub cgroup: Option<(u64, u32)>,
     /// Use this open hook instead of trying fentry first (tests use it).
     pub file_hook: Option<FileHook>,
+    /// The monitor's own files (outputs, signing key): an open of one by a traced task is a
+    /// tamper record, whatever path it used.
+    pub outputs: Vec<FileKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +69,8 @@ pub enum ProbeError {
 enum Hook {
     Raw(&'static str),
     Syscall(&'static str),
+    /// A BTF-typed tracepoint (`tp_btf`).
+    Btf(&'static str),
 }
 
 struct Program {
@@ -109,29 +116,58 @@ const PROGRAMS: &[Program] = &[
     raw("sched_process_fork"),
     raw("sched_process_exec"),
     raw("sched_process_exit"),
+    sys("sys_exit_execve", "failed execve"), sys("sys_exit_execveat", "failed execveat"),
     open("sys_exit_openat", "openat"),
     open("sys_exit_open", "open"),
     open("sys_exit_creat", "creat"),
     open("sys_exit_openat2", "openat2"),
     open("sys_exit_open_by_handle_at", "open_by_handle_at"),
-    sys("sys_enter_unlink", "unlink"), sys("sys_exit_unlink", "unlink"),
-    sys("sys_enter_unlinkat", "unlinkat"), sys("sys_exit_unlinkat", "unlinkat"),
-    sys("sys_enter_rmdir", "rmdir"), sys("sys_exit_rmdir", "rmdir"),
-    sys("sys_enter_rename", "rename"), sys("sys_exit_rename", "rename"),
-    sys("sys_enter_renameat", "renameat"), sys("sys_exit_renameat", "renameat"),
-    sys("sys_enter_renameat2", "renameat2"), sys("sys_exit_renameat2", "renameat2"),
+    sys("sys_exit_unlink", "unlink"),
+    sys("sys_exit_unlinkat", "unlinkat"),
+    sys("sys_exit_rmdir", "rmdir"),
+    sys("sys_exit_rename", "rename"),
+    sys("sys_exit_renameat", "renameat"),
+    sys("sys_exit_renameat2", "renameat2"),
     sys("sys_exit_symlink", "symlink"), sys("sys_exit_symlinkat", "symlinkat"),
     sys("sys_exit_link", "link"), sys("sys_exit_linkat", "linkat"),
     sys("sys_enter_connect", "connect"), sys("sys_exit_connect", "connect"),
-    sys("sys_enter_listen", "listen"), sys("sys_exit_listen", "listen"),
-    sys("sys_enter_bind", "UDP server bind"), sys("sys_exit_bind", "UDP server bind"),
+    sys("sys_exit_listen", "listen"),
+    sys("sys_exit_bind", "UDP server bind"),
     sys("sys_enter_sendto", "DNS over sendto"),
     sys("sys_enter_sendmsg", "DNS over sendmsg"),
     sys("sys_enter_sendmmsg", "DNS over sendmmsg"),
+    sys("sys_exit_write", "output written with write"),
+    sys("sys_exit_pwrite64", "output written with pwrite64"),
+    sys("sys_exit_writev", "output counts of writev"),
+    sys("sys_exit_pwritev", "output counts of pwritev"),
+    sys("sys_exit_pwritev2", "output counts of pwritev2"),
+    sys("sys_exit_sendfile64", "output counts of sendfile"),
+    sys("sys_exit_splice", "output counts of splice"),
+    sys("sys_exit_copy_file_range", "output counts of copy_file_range"),
+    sys("sys_exit_tee", "output counts of tee"),
+    sys("sys_exit_vmsplice", "output counts of vmsplice"),
     Program {
         name: "inet_sock_set_state",
         hook: Hook::Raw("inet_sock_set_state"),
         gap: Some("the outcome of non-blocking TCP connects"),
+        open_fallback: false,
+    },
+    // The agent acting on its monitor (probes/tamper.rs).
+    sys("sys_enter_bpf", "bpf(2)"),
+    sys("sys_exit_bpf", "bpf(2) descriptors of the monitor's objects"),
+    sys("sys_enter_ptrace", "ptrace of the monitor"),
+    sys("sys_enter_process_vm_readv", "process_vm_readv of the monitor"),
+    sys("sys_enter_process_vm_writev", "process_vm_writev of the monitor"),
+    sys("sys_enter_pidfd_open", "pidfd_open of the monitor"),
+    sys("sys_enter_pidfd_getfd", "pidfd_getfd from the monitor"),
+    sys("sys_enter_pidfd_send_signal", "pidfd_send_signal to the monitor"),
+    sys("sys_enter_kill", "kill of the monitor"),
+    sys("sys_enter_tkill", "tkill of the monitor"),
+    sys("sys_enter_tgkill", "tgkill of the monitor"),
+    Program {
+        name: "signal_generate",
+        hook: Hook::Btf("signal_generate"),
+        gap: Some("signals to the monitor"),
         open_fallback: false,
     },
 ];
@@ -157,7 +193,28 @@ pub struct Probe {
     reads: HashMap<MapData, ReadKey, u64>,
     always: HashMap<MapData, InodeKey, u8>,
     drops: PerCpuArray<MapData, u64>,
+    seq: Array<MapData, u64>,
+    fails: PerCpuArray<MapData, u64>,
+    /// The BPF objects this process holds, with their names (maps): what a tamper record's
+    /// id is checked against.
+    pub own: Vec<(Object, String)>,
+    /// The maps frozen so far, by name.
+    pub frozen: Vec<&'static str>,
 }
+
+/// Maps no bpf(2) call may write once the programs run: frozen at load. (TRACED is frozen
+/// once the target is seeded, `Probe::seal`; READS and the ring buffer stay writable, see
+/// the README.)
+const FROZEN_AT_LOAD: &[&str] = &[
+    "SEQ",
+    "DROPS",
+    "FAILS",
+    "OWN_IDS",
+    "MON_TIDS",
+    "OUTPUTS",
+    "CONNECTING",
+    "SCRATCH",
+];
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sandbox-watch"));
 
@@ -215,12 +272,15 @@ impl Probe {
         let btf = Btf::from_sys_fs().map_err(|e| ProbeError::Load(format!("reading BTF: {e}")))?;
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Load(e.to_string()))? as u32;
         let (cgroup_id, cgroup_level) = options.cgroup.unwrap_or((0, 0));
+        let (monitor_tgid, monitor_pidns) = (std::process::id(), guard::own_pidns());
         let mut loader = EbpfLoader::new();
         loader
             .btf(Some(&btf))
             .map_max_entries("SCRATCH", cpus)
             .override_global(globals::CGROUP_ID, &cgroup_id, true)
-            .override_global(globals::CGROUP_LEVEL, &cgroup_level, true);
+            .override_global(globals::CGROUP_LEVEL, &cgroup_level, true)
+            .override_global(globals::MONITOR_TGID, &monitor_tgid, true)
+            .override_global(globals::MONITOR_PIDNS, &monitor_pidns, true);
         if let Some(bytes) = options.ring_buffer_bytes {
             loader.map_max_entries("EVENTS", bytes);
         }
@@ -273,7 +333,7 @@ impl Probe {
             if p.open_fallback && file_hook == FileHook::Fentry {
                 continue;
             }
-            match attach(&mut ebpf, p) {
+            match attach(&mut ebpf, p, &btf) {
                 Ok(link) => links.push(link),
                 Err(error) => match p.gap {
                     None => {
@@ -299,10 +359,24 @@ impl Probe {
         drop(btf);
         // SAFETY: malloc_trim only releases free heap memory.
         unsafe { libc::malloc_trim(0) };
+        let own = tell_the_kernel_what_is_ours(&mut ebpf, &options.outputs)?;
+        let mut frozen = Vec::new();
+        for name in FROZEN_AT_LOAD {
+            let map = ebpf
+                .map(name)
+                .ok_or_else(|| ProbeError::Load(format!("map {name} missing from the object")))?;
+            let data = map_data(map)
+                .ok_or_else(|| ProbeError::Load(format!("map {name}: unexpected type")))?;
+            guard::freeze(data)
+                .map_err(|e| ProbeError::Load(format!("freezing map {name}: {e}")))?;
+            frozen.push(*name);
+        }
         let traced = take_map(&mut ebpf, "TRACED")?;
         let reads = take_map(&mut ebpf, "READS")?;
         let always = take_map(&mut ebpf, "ALWAYS")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
+        let seq = take_map(&mut ebpf, "SEQ")?;
+        let fails = take_map(&mut ebpf, "FAILS")?;
         Ok(Probe {
             links,
             ebpf,
@@ -312,6 +386,10 @@ impl Probe {
             reads,
             always,
             drops,
+            seq,
+            fails,
+            own,
+            frozen,
         })
     }
 
@@ -336,6 +414,33 @@ impl Probe {
             }
         }
         out
+    }
+
+    /// Freezes the traced set once the target is in it: from now on only the kernel adds (a
+    /// traced task's children, the container's tasks) and removes (exits); a bpf(2) call can
+    /// neither take a process out nor put one in.
+    pub fn seal(&mut self) -> Result<(), ProbeError> {
+        guard::freeze(self.traced.map())
+            .map_err(|e| ProbeError::Load(format!("freezing map TRACED: {e}")))?;
+        self.frozen.push("TRACED");
+        Ok(())
+    }
+
+    /// Map inserts that failed in the kernel so far (index: `sandbox_watch_common::fails`).
+    pub fn failed_inserts(&self) -> [u64; fails::SLOTS as usize] {
+        let mut out = [0u64; fails::SLOTS as usize];
+        for (slot, total) in out.iter_mut().enumerate() {
+            if let Ok(values) = self.fails.get(&(slot as u32), 0) {
+                *total = values.iter().sum();
+            }
+        }
+        out
+    }
+
+    /// How many records the kernel has numbered so far (the next sequence number): with the
+    /// records received, what never arrived.
+    pub fn sequence(&self) -> u64 {
+        self.seq.get(&0, 0).unwrap_or(0)
     }
 
     /// Makes the kernel send every open of this inode, by any traced process (credentials).
@@ -369,10 +474,71 @@ fn hook_name(hook: &Hook) -> String {
     match hook {
         Hook::Raw(tp) => format!("raw_tracepoint/{tp}"),
         Hook::Syscall(tp) => format!("tracepoint/syscalls/{tp}"),
+        Hook::Btf(tp) => format!("tp_btf/{tp}"),
     }
 }
 
-fn attach(ebpf: &mut Ebpf, p: &Program) -> Result<Link, String> {
+/// The descriptor-holding part of a map aya has not handed out yet.
+fn map_data(map: &aya::maps::Map) -> Option<&MapData> {
+    use aya::maps::Map;
+    match map {
+        Map::Array(d) | Map::HashMap(d) | Map::LruHashMap(d) | Map::PerCpuArray(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// Fills `OWN_IDS` (every map, program and link this process holds: read once all are
+/// attached), `MON_TIDS` (its threads) and `OUTPUTS`; they are frozen after.
+fn tell_the_kernel_what_is_ours(
+    ebpf: &mut Ebpf,
+    outputs: &[FileKey],
+) -> Result<Vec<(Object, String)>, ProbeError> {
+    let err = |what: &str, e: aya::maps::MapError| ProbeError::Load(format!("{what}: {e}"));
+    let objects = guard::own_objects();
+    let mut own_ids: HashMap<&mut MapData, u64, u32> = HashMap::try_from(
+        ebpf.map_mut("OWN_IDS")
+            .ok_or_else(|| ProbeError::Load("map OWN_IDS missing from the object".into()))?,
+    )
+    .map_err(|e| err("map OWN_IDS", e))?;
+    for o in &objects {
+        own_ids
+            .insert(o.key(), 1, 0)
+            .map_err(|e| err("OWN_IDS", e))?;
+    }
+    let mut threads: HashMap<&mut MapData, u32, u32> = HashMap::try_from(
+        ebpf.map_mut("MON_TIDS")
+            .ok_or_else(|| ProbeError::Load("map MON_TIDS missing from the object".into()))?,
+    )
+    .map_err(|e| err("map MON_TIDS", e))?;
+    for tid in guard::own_threads() {
+        threads.insert(tid, 1, 0).map_err(|e| err("MON_TIDS", e))?;
+    }
+    let mut files: HashMap<&mut MapData, FileKey, u32> = HashMap::try_from(
+        ebpf.map_mut("OUTPUTS")
+            .ok_or_else(|| ProbeError::Load("map OUTPUTS missing from the object".into()))?,
+    )
+    .map_err(|e| err("map OUTPUTS", e))?;
+    for key in outputs {
+        files.insert(*key, 1, 0).map_err(|e| err("OUTPUTS", e))?;
+    }
+    // Names, for the report: the maps by what aya calls them.
+    let names: std::collections::HashMap<u32, String> = ebpf
+        .maps()
+        .filter_map(|(name, map)| Some((map_data(map)?.info().ok()?.id(), name.to_string())))
+        .collect();
+    Ok(objects
+        .into_iter()
+        .map(|o| {
+            let name = match o.kind {
+                sandbox_watch_common::tamper::OBJ_MAP => names.get(&o.id).cloned(),
+                _ => None,
+            };
+            (o, name.unwrap_or_default())
+        })
+        .collect())
+}
+
+fn attach(ebpf: &mut Ebpf, p: &Program, btf: &Btf) -> Result<Link, String> {
     let prog = ebpf
         .program_mut(p.name)
         .ok_or("program missing from the object")?;
@@ -388,6 +554,12 @@ fn attach(ebpf: &mut Ebpf, p: &Program) -> Result<Link, String> {
             let prog: &mut TracePoint = prog.try_into().map_err(e)?;
             prog.load().map_err(e)?;
             let id = prog.attach("syscalls", tp).map_err(e)?;
+            Box::new(prog.take_link(id).map_err(e)?)
+        }
+        Hook::Btf(tp) => {
+            let prog: &mut BtfTracePoint = prog.try_into().map_err(e)?;
+            prog.load(tp, btf).map_err(e)?;
+            let id = prog.attach().map_err(e)?;
             Box::new(prog.take_link(id).map_err(e)?)
         }
     })

@@ -59,6 +59,8 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::watch::{Change, Watched};
+
 /// The `prev` of record 0.
 pub const ZERO_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -104,9 +106,18 @@ pub struct LogWriter {
     prev: String,
     /// Whole lines appended but not yet written.
     pending: Vec<u8>,
+    /// Bytes written to the file (what its size must be).
+    written: u64,
+    /// The file and its path, watched for a delete, rename, replace or truncate.
+    watched: Watched,
 }
 
 impl LogWriter {
+    /// The open file's metadata (its inode, for the kernel's list of the monitor's files).
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     /// Creates the file with mode 0600, never following a symlink at `path` (O_NOFOLLOW; a
     /// symlink is [`LogError::Symlink`]), refusing an existing file (O_EXCL) unless `force`, in
     /// which case an existing regular file is truncated (still never through a symlink) and
@@ -161,12 +172,15 @@ impl LogWriter {
             file.set_permissions(Permissions::from_mode(0o600))
                 .map_err(io_err)?;
         }
+        let watched = Watched::new("evidence log", path, &file).map_err(io_err)?;
         Ok(LogWriter {
             file,
             path: path.to_path_buf(),
             seq: 0,
             prev: ZERO_HASH.to_string(),
             pending: Vec::new(),
+            written: 0,
+            watched,
         })
     }
 
@@ -247,6 +261,7 @@ impl LogWriter {
                 }
                 Ok(n) => {
                     self.pending.drain(..n);
+                    self.written += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.io_err(e)),
@@ -306,6 +321,16 @@ impl LogWriter {
     /// Where the log is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What was done to the file or its path since the last call (see [`Watched::check`]).
+    pub fn changes(&mut self) -> Vec<Change> {
+        self.watched.check(&self.file, self.written)
+    }
+
+    /// The log's path as the kernel's records name it.
+    pub fn resolved_path(&self) -> &Path {
+        self.watched.resolved()
     }
 
     /// A second, read-only handle on the log file itself (not on whatever is at its path

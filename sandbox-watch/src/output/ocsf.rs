@@ -7,6 +7,7 @@
 //! | `fork` | Process Activity (1007, 1) | Launch (1): the child is a new process |
 //! | `process` | Process Activity (1007, 1) | Other (99), `activity_name` "Running": a process already running when the capture began (its launch was not seen; `process.created_time` is when it started) |
 //! | `exit` | Process Activity (1007, 1) | Terminate (2), `exit_code` |
+//! | `exec_failed` | Process Activity (1007, 1) | Launch (1), status Failure, `status_detail` the errno name; `process` is the program tried (`file.path`, `cmd_line`), `actor.process` the process that tried |
 //! | `file` | File System Activity (1001, 1) | Create 1, Read 2, Update 3 (write), Delete 4, Rename 5 (`file` the old path, `file_result` the new); status Success |
 //! | `file_failed` | File System Activity (1001, 1) | as `file`, status Failure, `status_code` the raw result, `status_detail` the errno name; no `file_result` (OCSF keeps it for successes: `new_path` stays in `unmapped`) |
 //! | `net` connect | Network Activity (4001, 4) | ok: Open (1); refused: Refuse (5); ECONNRESET: Reset (3); another error: Fail (4); in_progress: Other (99) "Connect" (the outcome comes as a `net_result`) |
@@ -110,6 +111,7 @@ pub fn to_ocsf_on_host(
         Record::Process(_) => process_event(&mut rest, 99, "Running"),
         Record::Fork(_) => fork_event(&mut rest),
         Record::Exit(_) => exit_event(&mut rest),
+        Record::ExecFailed(_) => exec_failed_event(&mut rest),
         Record::File(f) => file_event(&mut rest, f.op, true),
         Record::FileFailed(f) => file_event(&mut rest, f.op(), false),
         Record::Net(n) => net_event(&mut rest, n.op),
@@ -120,7 +122,9 @@ pub fn to_ocsf_on_host(
         | Record::Listening(_)
         | Record::GitRef(_)
         | Record::PackageMeta(_)
+        | Record::Output(_)
         | Record::Violation(_)
+        | Record::Tamper(_)
         | Record::End(_) => return None,
     };
     event.finish(&obj, rest, product_version, hostname);
@@ -420,6 +424,40 @@ fn fork_event(rest: &mut Map<String, Value>) -> Event {
     );
     e.set("actor", json!({ "process": pid_process(ppid.or(pid)) }));
     e.set("process", process);
+    e
+}
+
+/// A failed exec: a Launch that failed, by the process that tried (the actor); `process` is
+/// the program it tried to run.
+fn exec_failed_event(rest: &mut Map<String, Value>) -> Event {
+    let mut e = Event::new(Class::Process, 1, "Launch");
+    let pid = take_u64(rest, "pid");
+    let path = take_str(rest, "path").unwrap_or_default();
+    let result = take_str(rest, "result");
+    let mut process = Map::new();
+    process.insert(
+        "file".into(),
+        json!({ "path": path, "name": base_name(&path), "type_id": 1, "type": "Regular File" }),
+    );
+    process.insert("name".into(), json!(base_name(&path)));
+    // An exec keeps the pid: the program tried would have run as the process that tried.
+    if let Some(pid) = pid {
+        process.insert("pid".into(), json!(pid));
+    }
+    if let Some(argv) = rest.get("argv").and_then(Value::as_array)
+        && !argv.is_empty()
+    {
+        process.insert("cmd_line".into(), json!(cmd_line(argv)));
+    }
+    let pid_text = pid.map_or("?".to_string(), |p| p.to_string());
+    let why = result.clone().unwrap_or_else(|| "?".into());
+    e.set(
+        "message",
+        json!(format!("pid {pid_text} tried to run {path} ({why})")),
+    );
+    e.status(2, result);
+    e.set("actor", json!({ "process": pid_process(pid) }));
+    e.set("process", Value::Object(process));
     e
 }
 
@@ -1164,6 +1202,8 @@ mod tests {
             json!({"kind": "net", "pid": 1, "op": "connect", "proto": "tcp", "result": "ok",
                 "addr": "127.0.0.1"}),
             json!({"kind": "net_result", "pid": 1, "result": "ok", "addr": "::1", "port": 1}),
+            json!({"kind": "exec_failed", "pid": 1, "path": "/x", "argv": ["x"],
+                "result": "EACCES", "syscall": "execve", "from_caller_memory": true}),
         ] {
             let e = ocsf(v.clone());
             check(&e);
@@ -1177,6 +1217,30 @@ mod tests {
         let e = ocsf(json!({"kind":"exec","pid":1,"argv":[],"exe":"/bin/true"}));
         assert!(e["process"].get("cmd_line").is_none());
         assert_eq!(e["message"], "pid 1 ran /bin/true");
+    }
+
+    #[test]
+    fn a_failed_exec_is_a_failed_launch_of_the_program_tried() {
+        let e = ocsf(
+            json!({"kind": "exec_failed", "pid": 7, "path": "/usr/bin/zsh",
+            "argv": ["zsh", "-l"], "result": "ENOENT", "syscall": "execve",
+            "from_caller_memory": true}),
+        );
+        check(&e);
+        assert_eq!(
+            (e["class_uid"].as_u64(), e["activity_id"].as_u64()),
+            (Some(1007), Some(1))
+        );
+        assert_eq!(
+            (e["status_id"].as_u64(), e["status_detail"].as_str()),
+            (Some(2), Some("ENOENT"))
+        );
+        assert_eq!(e["process"]["file"]["path"], "/usr/bin/zsh");
+        assert_eq!(e["process"]["cmd_line"], "zsh -l");
+        assert_eq!(e["actor"]["process"]["pid"], 7);
+        assert_eq!(e["process"]["pid"], 7);
+        assert_eq!(e["message"], "pid 7 tried to run /usr/bin/zsh (ENOENT)");
+        assert_eq!(e["unmapped"]["from_caller_memory"], true, "{e:#}");
     }
 
     #[test]

@@ -5,40 +5,57 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use super::watch::{Change, Watched};
+
 pub struct OcsfWriter {
     file: File,
     path: PathBuf,
     pending: Vec<u8>,
+    /// Bytes written to the file (what its size must be).
+    written: u64,
+    /// The file and its path, watched for a delete, rename, replace or truncate.
+    watched: Watched,
     /// Events written or waiting.
     pub events: u64,
 }
 
 impl OcsfWriter {
-    /// Creates the file (mode 0600), never through a symlink, refusing an existing file unless
-    /// `force`.
+    /// The open file's metadata (its inode, for the kernel's list of the monitor's files).
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
+    /// Creates the file (mode 0600, O_APPEND), never through a symlink, refusing an existing
+    /// file unless `force` (then it is emptied).
     pub fn create(path: &Path, force: bool) -> Result<OcsfWriter, crate::error::Usage> {
         let mut options = std::fs::OpenOptions::new();
+        // O_APPEND: a truncation by someone else stays visible in the size.
         options
-            .write(true)
+            .append(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW);
         if force {
-            options.create(true).truncate(true);
+            options.create(true);
         } else {
             options.create_new(true);
         }
-        let file = options.open(path).map_err(|e| {
+        let usage = |e: std::io::Error| {
             let why = match e.raw_os_error() {
                 Some(libc::EEXIST) => "already exists; pass --force to overwrite it".to_string(),
                 Some(libc::ELOOP) => "is a symbolic link; refusing to write through it".to_string(),
                 _ => e.to_string(),
             };
             crate::error::Usage(format!("--ocsf {}: {why}", path.display()))
-        })?;
+        };
+        let file = options.open(path).map_err(usage)?;
+        file.set_len(0).map_err(usage)?;
+        let watched = Watched::new("OCSF export", path, &file).map_err(usage)?;
         Ok(OcsfWriter {
             file,
             path: path.to_path_buf(),
             pending: Vec::new(),
+            written: 0,
+            watched,
             events: 0,
         })
     }
@@ -55,8 +72,19 @@ impl OcsfWriter {
             self.file.write_all(&self.pending).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display()))
             })?;
+            self.written += self.pending.len() as u64;
             self.pending.clear();
         }
         Ok(())
+    }
+
+    /// What was done to the file or its path since the last call (see [`Watched::check`]).
+    pub fn changes(&mut self) -> Vec<Change> {
+        self.watched.check(&self.file, self.written)
+    }
+
+    /// The file's path as the kernel's records name it.
+    pub fn resolved_path(&self) -> &Path {
+        self.watched.resolved()
     }
 }

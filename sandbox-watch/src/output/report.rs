@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::judge::netpolicy::Policy;
-use crate::record::{NetOp, Op, Verdict, ViolationKind};
+use crate::record::{NetOp, Op, SequenceCount, Verdict, ViolationKind};
 use crate::state::files::FileEntry;
 use crate::state::git::Git;
 use crate::state::network::NetEntry;
@@ -101,15 +101,26 @@ impl ProbeInfo {
     }
 }
 
+/// `complete` means "nothing was lost": no kernel sequence gap, no ring drop, no failed map
+/// insert that loses records, nothing undecodable. What this kernel cannot see at all is in
+/// `probe.gaps`, apart.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Coverage {
     pub events: u64,
     pub lost: u64,
     pub complete: bool,
-    /// Lost records per event kind (only kinds that lost any).
+    /// Lost records per event kind as the kernel's drop counters say (only kinds that lost
+    /// any), and `not_in_the_ring` for what the sequence numbers say is missing beyond them.
     pub lost_by_kind: BTreeMap<String, u64>,
     /// Records the decoder could not read (a bug if ever non-zero).
     pub undecodable: u64,
+    /// What the kernel's sequence numbers say: numbered, received, missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceCount>,
+    /// Map inserts that failed in the kernel, by map: `TRACED` (a process not followed: lost),
+    /// `READS` (a read sent again instead of counted: nothing lost), `MON_TIDS`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_inserts: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -149,6 +160,15 @@ pub struct ProcessEntry {
     /// An integer: floats print differently across languages, and log lines are hashed.
     #[serde(default)]
     pub duration_ms: u64,
+    /// What the program wrote to its stdout and stderr (see `state::output`); none when it
+    /// wrote nothing there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::state::output::ProcessOutput>,
+    /// Programs this process tried to run and could not (failed execve/execveat), in order.
+    /// A PATH search's misses (ENOENT, ENOTDIR) before it ran a program of the same name are
+    /// left out (the log keeps them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<Tried>,
     /// The tool call it is under (see `state::tool_calls`): a step's id, or null for the agent
     /// itself; not in the log's records (the session works it out).
     #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
@@ -158,14 +178,183 @@ pub struct ProcessEntry {
     pub after_step: bool,
 }
 
+/// A program a process tried to run: the exec failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tried {
+    pub at: String,
+    /// The program tried: the directory from the kernel (cwd or dirfd), the name as given.
+    pub path: String,
+    #[serde(default)]
+    pub path_truncated: bool,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub argv_truncated: bool,
+    /// The error's name (`ENOENT`, `EACCES`, `ENOEXEC`, …), from the syscall's result.
+    pub result: String,
+    /// `execve` or `execveat`.
+    pub syscall: String,
+    /// The name and argv were read from the caller's memory, not from the kernel's copy:
+    /// another thread of the caller could have changed them after the kernel read them.
+    #[serde(default)]
+    pub from_caller_memory: bool,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Violation {
     pub kind: ViolationKind,
     pub pid: Option<u32>,
     pub summary: String,
+    /// A grouped finding (one behaviour of one process over many files): what it is about.
+    /// `environ`: the process read (or tried to read) other processes' environments.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub subject: Option<String>,
+    /// A grouped finding: how many files it stands for (the failed tries included).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub count: Option<u64>,
+    /// A grouped finding: every file, in the order the files list has them.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub paths: Vec<String>,
+    /// A grouped finding: of its files, how many failed, by error (`ESRCH`: the process had
+    /// gone; `EACCES`: refused).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub failed: BTreeMap<String, u64>,
     /// The tool call it happened under (null: the agent itself, or none).
     #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
     pub tool_call: ToolCallRef,
+}
+
+impl Violation {
+    /// A violation under no tool call (`tool_call` unset: not written).
+    pub fn new(kind: ViolationKind, pid: Option<u32>, summary: String) -> Violation {
+        Violation::in_step(ToolCallRef::Unset, kind, pid, summary)
+    }
+
+    /// A violation under a tool call (a step's id, or the agent itself).
+    pub fn in_step(
+        tool_call: ToolCallRef,
+        kind: ViolationKind,
+        pid: Option<u32>,
+        summary: String,
+    ) -> Violation {
+        Violation {
+            kind,
+            pid,
+            summary,
+            subject: None,
+            count: None,
+            paths: Vec::new(),
+            failed: BTreeMap::new(),
+            tool_call,
+        }
+    }
+}
+
+/// One process's reads of `/proc/*/environ` (`ps`, `pgrep`, an agent's IDE detection): one
+/// finding, after the real credential files. See the README's ranking of findings.
+pub struct EnvironGroup<'a> {
+    pub pid: u32,
+    pub files: Vec<&'a FileEntry>,
+}
+
+impl EnvironGroup<'_> {
+    /// The processes whose environment was read (distinct paths that opened).
+    pub fn read(&self) -> usize {
+        self.distinct(|f| f.result.is_none())
+    }
+
+    /// The tries that failed, by error.
+    pub fn failed(&self) -> BTreeMap<String, u64> {
+        let mut by = BTreeMap::new();
+        for f in &self.files {
+            if let Some(e) = &f.result {
+                *by.entry(e.clone()).or_default() += 1;
+            }
+        }
+        by
+    }
+
+    fn distinct(&self, keep: impl Fn(&FileEntry) -> bool) -> usize {
+        self.files
+            .iter()
+            .filter(|f| keep(f))
+            .map(|f| f.path.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    }
+
+    /// The distinct paths, in order.
+    pub fn paths(&self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        self.files
+            .iter()
+            .filter(|f| seen.insert(f.path.as_str()))
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
+    /// `the environment of 97 processes (3 more failed: ESRCH ×3)`, or of `/proc/12/environ`
+    /// when it was one.
+    pub fn what(&self) -> String {
+        let read = self.read();
+        let failed = self.failed();
+        let failures = failed
+            .iter()
+            .map(|(e, n)| {
+                if *n > 1 {
+                    format!("{e} ×{n}")
+                } else {
+                    e.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let paths = self.paths();
+        let of = if paths.len() == 1 {
+            clean(&paths[0])
+        } else {
+            let n = self.distinct(|_| true);
+            format!("{n} processes")
+        };
+        match (read, failures.is_empty()) {
+            (0, _) => format!("tried to read the environment of {of} (failed: {failures})"),
+            (_, true) => format!("read the environment of {of}"),
+            (_, false) => format!(
+                "read the environment of {of} ({} failed: {failures})",
+                failed.values().sum::<u64>()
+            ),
+        }
+    }
+}
+
+/// The credential entries that are environ files, one group per process, in first-touch order.
+pub fn environ_groups(files: &[FileEntry]) -> Vec<EnvironGroup<'_>> {
+    let mut groups: Vec<EnvironGroup> = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.credential && crate::judge::classify::is_environ(&f.path))
+    {
+        match groups.iter_mut().find(|g| g.pid == f.pid) {
+            Some(g) => g.files.push(f),
+            None => groups.push(EnvironGroup {
+                pid: f.pid,
+                files: vec![f],
+            }),
+        }
+    }
+    groups
+}
+
+/// A failure that is a tool's normal probing, not a refusal to report (README, "Refused or
+/// failed"): a `/proc` file of a process that had gone (ESRCH), an environ read (grouped in
+/// its finding), or a try the same process then made good (same operation, same path: `rm -r`
+/// unlinks a directory, gets EISDIR, then removes it as one).
+pub fn expected_failure(files: &[FileEntry], f: &FileEntry) -> bool {
+    f.result.is_some()
+        && (f.result.as_deref() == Some("ESRCH")
+            || (f.credential && crate::judge::classify::is_environ(&f.path))
+            || files
+                .iter()
+                .any(|g| g.result.is_none() && g.pid == f.pid && g.op == f.op && g.path == f.path))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -199,11 +388,18 @@ pub struct Parts {
     pub packages: Vec<Package>,
     pub git: Git,
     pub redactions: u64,
+    /// The end's count of lost records (None before the end: the drop counters' sum).
+    pub lost: Option<u64>,
+    pub sequence: Option<SequenceCount>,
+    pub failed_inserts: BTreeMap<String, u64>,
+    /// Acts on the monitor: who, and the violation's line.
+    pub tamper: Vec<(Option<u32>, String)>,
 }
 
 /// The report: the parts, plus what follows from them (verdict, coverage, violations).
 pub fn assemble(p: Parts, policy: &Policy) -> Report {
-    let lost: u64 = p.lost_by_kind.values().sum();
+    let lost: u64 = p.lost.unwrap_or_else(|| p.lost_by_kind.values().sum());
+    let duplicates = p.sequence.as_ref().map_or(0, |s| s.duplicates);
     let verdict = if p.processes.iter().any(|e| e.verdict == Verdict::Outside)
         || p.network.iter().any(|n| n.verdict == Verdict::Outside)
     {
@@ -241,9 +437,16 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         coverage: Coverage {
             events: p.events,
             lost,
-            complete: lost == 0 && p.probe.gaps.is_empty() && p.undecodable == 0,
+            // Nothing lost (what the hooks cannot see is in probe.gaps). Logs from before the
+            // sequence numbers meant that and "no gaps" together: they replay as they did.
+            complete: match &p.sequence {
+                Some(_) => lost == 0 && p.undecodable == 0 && duplicates == 0,
+                None => lost == 0 && p.probe.gaps.is_empty() && p.undecodable == 0,
+            },
             lost_by_kind: p.lost_by_kind,
             undecodable: p.undecodable,
+            sequence: p.sequence,
+            failed_inserts: p.failed_inserts,
         },
         target: p.target,
         agent: p.agent,
@@ -270,23 +473,40 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let (processes, lost_by, agent_netns) =
         (&parts.processes, &parts.lost_by_kind, parts.agent.netns);
     let mut out = Vec::new();
+    // Acts on the monitor first: what else the record says depends on it being whole.
+    for (pid, line) in &parts.tamper {
+        let step = pid
+            .and_then(|pid| processes.iter().rfind(|p| p.pid == pid))
+            .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
+        out.push(Violation::in_step(
+            step,
+            ViolationKind::Tamper,
+            *pid,
+            line.clone(),
+        ));
+    }
     let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
-        out.push(Violation {
-            kind: ViolationKind::Outside,
-            pid: Some(p.pid),
-            tool_call: p.tool_call.clone(),
-            summary: format!(
+        out.push(Violation::in_step(
+            p.tool_call.clone(),
+            ViolationKind::Outside,
+            Some(p.pid),
+            format!(
                 "pid {} `{}` ran in net namespace {}, not the agent's {}",
                 p.pid,
                 name(p),
                 p.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
             ),
-        });
+        ));
     }
-    // Reads of a secret first: what an agent read is what it can leak.
-    let mut credentials: Vec<&FileEntry> = parts.files.iter().filter(|f| f.credential).collect();
+    // Reads of a secret first: what an agent read is what it can leak. Environ files are
+    // grouped per reader, ranked after persistence (below).
+    let mut credentials: Vec<&FileEntry> = parts
+        .files
+        .iter()
+        .filter(|f| f.credential && !crate::judge::classify::is_environ(&f.path))
+        .collect();
     credentials.sort_by_key(|f| f.op != Op::Read);
     for f in credentials {
         let how = if let Some(rule) = &f.same_inode_as {
@@ -331,23 +551,23 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 clean(&f.path)
             ),
         };
-        out.push(Violation {
-            kind: ViolationKind::Credential,
-            pid: Some(f.pid),
-            tool_call: f.tool_call.clone(),
+        out.push(Violation::in_step(
+            f.tool_call.clone(),
+            ViolationKind::Credential,
+            Some(f.pid),
             summary,
-        });
+        ));
     }
     for n in parts
         .network
         .iter()
         .filter(|n| n.verdict == Verdict::Outside)
     {
-        out.push(Violation {
-            kind: ViolationKind::Outside,
-            pid: Some(n.pid),
-            tool_call: n.tool_call.clone(),
-            summary: format!(
+        out.push(Violation::in_step(
+            n.tool_call.clone(),
+            ViolationKind::Outside,
+            Some(n.pid),
+            format!(
                 "pid {} {} {} from net namespace {}, not the agent's {}",
                 n.pid,
                 n.op.as_str(),
@@ -355,7 +575,7 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 n.netns.unwrap_or(0),
                 agent_netns.unwrap_or(0)
             ),
-        });
+        ));
     }
     if !policy.is_empty() {
         for n in &parts.network {
@@ -365,18 +585,18 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             {
                 continue;
             }
-            out.push(Violation {
-                kind: ViolationKind::Network,
-                pid: Some(n.pid),
-                tool_call: n.tool_call.clone(),
-                summary: format!(
+            out.push(Violation::in_step(
+                n.tool_call.clone(),
+                ViolationKind::Network,
+                Some(n.pid),
+                format!(
                     "pid {} {} {} ({}), not allowed by --allow-net",
                     n.pid,
                     n.op.as_str(),
                     clean(&crate::state::network::destination(n)),
                     n.result
                 ),
-            });
+            ));
         }
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
@@ -403,11 +623,31 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 None => format!("pid {} {} {path}", f.pid, f.op.past()),
             },
         };
-        out.push(Violation {
-            kind: ViolationKind::Persistence,
-            pid: Some(f.pid),
-            tool_call: f.tool_call.clone(),
+        out.push(Violation::in_step(
+            f.tool_call.clone(),
+            ViolationKind::Persistence,
+            Some(f.pid),
             summary,
+        ));
+    }
+    for g in environ_groups(&parts.files) {
+        let who = processes
+            .iter()
+            .rfind(|p| p.pid == g.pid && !p.argv.is_empty())
+            .map(|p| format!(" `{}`", name(p)))
+            .unwrap_or_default();
+        let paths = g.paths();
+        out.push(Violation {
+            subject: Some("environ".into()),
+            count: Some(paths.len() as u64),
+            failed: g.failed(),
+            paths,
+            ..Violation::in_step(
+                g.files[0].tool_call.clone(),
+                ViolationKind::Credential,
+                Some(g.pid),
+                format!("pid {}{who} {}", g.pid, g.what()),
+            )
         });
     }
     // A step's processes acting after the step's own process ended: its first such effect.
@@ -419,27 +659,39 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             0 | 1 => String::new(),
             n => format!(" ({n} effects after it)"),
         };
-        out.push(Violation {
-            kind: ViolationKind::Outlived,
-            pid: Some(first.pid),
-            tool_call: ToolCallRef::Step(t.id.clone()),
-            summary: format!(
+        out.push(Violation::in_step(
+            ToolCallRef::Step(t.id.clone()),
+            ViolationKind::Outlived,
+            Some(first.pid),
+            format!(
                 "pid {} {} after step {} (pid {}) had ended{more}",
                 first.pid, first.what, t.id, t.pid
             ),
-        });
+        ));
     }
     if lost > 0 {
-        let by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        out.push(Violation {
-            kind: ViolationKind::Lost,
-            pid: None,
-            tool_call: ToolCallRef::Agent,
-            summary: format!(
-                "{lost} events lost in the kernel (ring buffer full: {}); the record is incomplete",
+        let mut by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if let Some(n) = parts.failed_inserts.get("TRACED") {
+            by.push(format!(
+                "{n} processes not followed (the traced set was full)"
+            ));
+        }
+        let how = match &parts.sequence {
+            Some(s) => format!(
+                "the kernel numbered {} records, {} arrived",
+                s.numbered, s.received
+            ),
+            None => "ring buffer full".to_string(),
+        };
+        out.push(Violation::in_step(
+            ToolCallRef::Agent,
+            ViolationKind::Lost,
+            None,
+            format!(
+                "{lost} events lost in the kernel ({how}; {}); the record is incomplete",
                 by.join(", ")
             ),
-        });
+        ));
     }
     // Left over: still running after the agent itself ended (run: the command; attach: the
     // attached process). Ended by --duration or a signal while it runs, nothing is left over
@@ -453,16 +705,16 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .iter()
         .filter(|p| agent_ended && p.running_at_end && (!p.fork_only || p.preexisting))
     {
-        out.push(Violation {
-            kind: ViolationKind::Leftover,
-            pid: Some(p.pid),
-            tool_call: p.tool_call.clone(),
-            summary: format!(
+        out.push(Violation::in_step(
+            p.tool_call.clone(),
+            ViolationKind::Leftover,
+            Some(p.pid),
+            format!(
                 "pid {} `{}` was still running when the capture ended",
                 p.pid,
                 name(p)
             ),
-        });
+        ));
     }
     // One line for one finding: DNS questions of one name differ only in their type.
     let mut seen = std::collections::HashSet::new();
@@ -593,27 +845,63 @@ impl Report {
                 program(p)
             ))
         ));
-        if !self.tool_calls.is_empty() {
-            let failed = self
-                .tool_calls
-                .iter()
-                .filter(|t| t.exit_code.is_some_and(|c| c != 0) || t.signal.is_some())
-                .count();
-            let outlived: Vec<String> = self
-                .tool_calls
-                .iter()
-                .filter(|t| t.after_step > 0)
-                .map(|t| format!("step {}", t.id))
-                .collect();
+        // `--capture-output`: what each failed command said last on its stderr.
+        for p in runs
+            .iter()
+            .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
+        {
+            let Some(line) = p
+                .output
+                .as_ref()
+                .and_then(|o| o.stderr.as_ref())
+                .and_then(|e| e.last_line())
+            else {
+                continue;
+            };
+            let line: String = line.chars().take(200).collect();
             s.push_str(&format!(
-                "- **Tool calls**: {} ({failed} failed){}\n",
-                self.tool_calls.len(),
-                if outlived.is_empty() {
-                    String::new()
+                "  - {} (pid {}, {}): {}\n",
+                program(p),
+                p.pid,
+                match (p.exit_code, p.signal) {
+                    (Some(c), _) => format!("exit {c}"),
+                    (None, Some(sig)) => format!("signal {sig}"),
+                    _ => "failed".into(),
+                },
+                no_html(&clean(&line))
+            ));
+        }
+        // What could not be run: each path with its error, counted.
+        let mut tried: BTreeMap<String, usize> = BTreeMap::new();
+        for t in self.processes.iter().flat_map(|p| &p.tried) {
+            let what = format!("`{}` ({})", no_html(&clean(&t.path)), t.result);
+            *tried.entry(what).or_default() += 1;
+        }
+        if !tried.is_empty() {
+            let shown: Vec<String> = tried
+                .iter()
+                .take(10)
+                .map(|(what, n)| {
+                    if *n > 1 {
+                        format!("{what} ×{n}")
+                    } else {
+                        what.clone()
+                    }
+                })
+                .collect();
+            let more = tried.len().saturating_sub(10);
+            s.push_str(&format!(
+                "- **Tried to run**: {}{}\n",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
                 } else {
-                    format!("; acted after their step ended: {}", outlived.join(", "))
+                    String::new()
                 }
             ));
+        }
+        if let Some(line) = self.tool_calls_line() {
+            s.push_str(&line);
         }
         // Distinct paths; a folded entry stands for `folded` files of its directory.
         let count = |op: Op| {
@@ -640,11 +928,31 @@ impl Report {
         ));
         // A rename is named by where the file went.
         let landed = |f: &FileEntry| f.new_path.clone().unwrap_or_else(|| f.path.clone());
+        let environ = |f: &FileEntry| crate::judge::classify::is_environ(&f.path);
         let creds: Vec<String> = self
             .files
             .iter()
-            .filter(|f| f.credential && f.op == Op::Read && f.result.is_none())
+            .filter(|f| f.credential && f.op == Op::Read && f.result.is_none() && !environ(f))
             .map(landed)
+            .collect();
+        // Then the grouped findings: `environ of 97 processes (ps, pid 12)`.
+        let grouped: Vec<String> = environ_groups(&self.files)
+            .iter()
+            .filter(|g| g.read() > 0)
+            .map(|g| {
+                let who = self
+                    .processes
+                    .iter()
+                    .rfind(|p| p.pid == g.pid && !p.argv.is_empty())
+                    .map_or(String::new(), |p| format!("{}, ", program(p)));
+                let n = g.read();
+                let of = if n == 1 {
+                    "1 process".to_string()
+                } else {
+                    format!("{n} processes")
+                };
+                format!("environ of {of} ({who}pid {})", g.pid)
+            })
             .collect();
         let creds_changed: Vec<String> = self
             .files
@@ -658,10 +966,13 @@ impl Report {
             .filter(|f| f.persistence && f.result.is_none())
             .map(landed)
             .collect();
-        let failed: Vec<String> = self
+        let (expected, failed): (Vec<&FileEntry>, Vec<&FileEntry>) = self
             .files
             .iter()
-            .filter(|f| !not_a_file(f))
+            .filter(|f| f.result.is_some() && !not_a_file(f))
+            .partition(|f| expected_failure(&self.files, f));
+        let failed: Vec<String> = failed
+            .iter()
             .filter_map(|f| {
                 Some(format!(
                     "{} {} ({})",
@@ -673,7 +984,7 @@ impl Report {
             .collect();
         s.push_str(&format!(
             "- **Credentials read**: {}\n",
-            list_or_none(&creds)
+            list_ranked(&creds, &grouped)
         ));
         if !creds_changed.is_empty() {
             s.push_str(&format!(
@@ -685,10 +996,29 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
-        if !failed.is_empty() {
+        if !failed.is_empty() || !expected.is_empty() {
+            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+            for f in &expected {
+                *by.entry(f.result.as_deref().unwrap_or("")).or_default() += f.count;
+            }
+            let expected = if by.is_empty() {
+                String::new()
+            } else {
+                let by: Vec<String> = by.iter().map(|(e, n)| format!("{e} ×{n}")).collect();
+                format!(
+                    "{}{} expected (a tool's probing, in the report's files: {})",
+                    if failed.is_empty() { "" } else { "; " },
+                    expected.iter().map(|f| f.count).sum::<u64>(),
+                    by.join(", ")
+                )
+            };
             s.push_str(&format!(
-                "- **Refused or failed**: {}\n",
-                list_or_none(&failed)
+                "- **Refused or failed**: {}{expected}\n",
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    list_or_none(&failed)
+                }
             ));
         }
         s.push_str(&self.network_line());
@@ -701,11 +1031,16 @@ impl Report {
                 if t.undeclared.is_empty() {
                     "none".to_string()
                 } else {
-                    t.undeclared
+                    let shown: Vec<String> = t
+                        .undeclared
                         .iter()
+                        .take(10)
                         .map(|id| format!("step {}", clean(id)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                        .collect();
+                    match t.undeclared.len().saturating_sub(10) {
+                        0 => shown.join(", "),
+                        more => format!("{} and {more} more", shown.join(", ")),
+                    }
                 },
                 if t.problems.is_empty() {
                     String::new()
@@ -741,28 +1076,88 @@ impl Report {
                 format!("; not seen: {}", self.probe.gaps.join("; "))
             }
         ));
+        // The first findings with their steps, one row each (the summary is one screen; the
+        // report's violations have them all).
         if !self.violations.is_empty() {
-            s.push_str("- **Findings**:\n");
-            for v in self.violations.iter().take(20) {
-                s.push_str(&format!("  - {}: {}\n", v.kind.as_str(), self.finding(v)));
+            s.push_str(&format!("- **Findings**: {}\n", self.violations.len()));
+            for v in self.violations.iter().take(FINDINGS_SHOWN) {
+                let line = format!("{}: {}", v.kind.as_str(), self.finding(v));
+                s.push_str(&format!("  - {}\n", cut(&line, 110)));
             }
-            if self.violations.len() > 20 {
-                s.push_str(&format!("  - and {} more\n", self.violations.len() - 20));
+            if self.violations.len() > FINDINGS_SHOWN {
+                s.push_str(&format!(
+                    "  - and {} more in the report's violations\n",
+                    self.violations.len() - FINDINGS_SHOWN
+                ));
             }
         }
         if let Some(log) = &self.log {
+            // The full anchor: `verify --head` checks a log against it.
             s.push_str(&format!(
-                "- **Log**: `{}` ({} records, head `{}`)\n",
+                "- **Log**: `{}` ({} records, head `{}`): `sandbox-watch verify --head {} --records {} {}`\n",
                 clean(&log.path),
                 log.records,
-                &log.head[..16.min(log.head.len())]
+                log.head,
+                log.head,
+                log.records,
+                shlex::try_quote(&log.path).map_or_else(|_| clean(&log.path), |q| clean(&q))
             ));
         }
         s
     }
 }
 
+/// How many findings the summary lists (each one row).
+const FINDINGS_SHOWN: usize = 8;
+
+/// At most `n` characters, the cut marked with `…`.
+fn cut(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(n - 1).collect();
+    out.push('…');
+    out
+}
+
 impl Report {
+    /// `- **Tool calls**: 6 (2 failed); acted after their step ended: step 3`, when the agent
+    /// had steps.
+    fn tool_calls_line(&self) -> Option<String> {
+        if self.tool_calls.is_empty() {
+            return None;
+        }
+        let failed = self
+            .tool_calls
+            .iter()
+            .filter(|t| t.exit_code.is_some_and(|c| c != 0) || t.signal.is_some())
+            .count();
+        let outlived: Vec<String> = self
+            .tool_calls
+            .iter()
+            .filter(|t| t.after_step > 0)
+            .map(|t| format!("step {}", t.id))
+            .collect();
+        let shown = outlived
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(format!(
+            "- **Tool calls**: {} ({failed} failed){}\n",
+            self.tool_calls.len(),
+            match outlived.len() {
+                0 => String::new(),
+                1..=10 => format!("; acted after their step ended: {shown}"),
+                n => format!(
+                    "; acted after their step ended: {shown} and {} more",
+                    n - 10
+                ),
+            }
+        ))
+    }
+
     /// A violation as the summary says it: with the step it happened under ("step 2 `cat
     /// ~/.ssh/id_rsa`: pid 9 read credential …"), or "the agent itself" when there are steps
     /// and it was none of them.
@@ -956,6 +1351,28 @@ fn counted(names: &[String]) -> String {
         .join(", ")
 }
 
+/// `first` sorted (the files by name), then `then` in its order (grouped findings), at most
+/// ten in all.
+fn list_ranked(first: &[String], then: &[String]) -> String {
+    let mut v: Vec<&String> = first.iter().collect();
+    v.sort();
+    v.dedup();
+    v.extend(then);
+    if v.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<String> = v
+        .iter()
+        .take(10)
+        .map(|p| format!("`{}`", clean(p)))
+        .collect();
+    if v.len() > 10 {
+        format!("{} and {} more", shown.join(", "), v.len() - 10)
+    } else {
+        shown.join(", ")
+    }
+}
+
 fn list_or_none(items: &[String]) -> String {
     if items.is_empty() {
         return "none".into();
@@ -1016,9 +1433,97 @@ mod tests {
                 packages: vec![],
                 git: Git::default(),
                 redactions: 0,
+                lost: None,
+                sequence: None,
+                failed_inserts: BTreeMap::new(),
+                tamper: vec![],
             },
             &Policy::new(vec![]),
         )
+    }
+
+    #[test]
+    fn environ_reads_are_one_finding_after_the_key_and_probing_is_not_listed() {
+        // `ps` (pid 9) opens 100 environs, 3 of processes that had gone; cat (pid 7) reads
+        // the key; a shell appends to .bashrc; rm's unlink of a directory fails EISDIR and
+        // its rmdir then works; a write is really refused.
+        let mut files: Vec<FileEntry> = (0..100)
+            .map(|i| {
+                let result = (i < 3).then_some("ESRCH");
+                file(
+                    json!({"pid": 9, "op": "read", "path": format!("/proc/{}/environ", 1000 + i),
+                    "credential": true, "result": result}),
+                )
+            })
+            .collect();
+        files.push(file(
+            json!({"op": "read", "path": "/h/.ssh/id_rsa", "credential": true}),
+        ));
+        files.push(file(
+            json!({"pid": 8, "op": "write", "path": "/h/.bashrc", "persistence": true}),
+        ));
+        files.push(file(
+            json!({"pid": 5, "op": "delete", "path": "/p/build", "result": "EISDIR"}),
+        ));
+        files.push(file(json!({"pid": 5, "op": "delete", "path": "/p/build"})));
+        files.push(file(
+            json!({"pid": 5, "op": "write", "path": "/etc/passwd", "result": "EROFS"}),
+        ));
+        files.push(file(
+            json!({"pid": 5, "op": "read", "path": "/proc/77/cmdline", "result": "ESRCH"}),
+        ));
+        let mut r = report(files);
+        let environ: Vec<&Violation> = r
+            .violations
+            .iter()
+            .filter(|v| v.summary.contains("environ"))
+            .collect();
+        assert_eq!(environ.len(), 1, "{:#?}", r.violations);
+        let e = environ[0];
+        assert_eq!(e.kind, ViolationKind::Credential);
+        assert_eq!(e.subject.as_deref(), Some("environ"));
+        assert_eq!(e.pid, Some(9));
+        assert_eq!(e.count, Some(100));
+        assert_eq!(e.paths.len(), 100);
+        assert_eq!(e.failed, BTreeMap::from([("ESRCH".to_string(), 3)]));
+        assert_eq!(
+            e.summary,
+            "pid 9 read the environment of 100 processes (3 failed: ESRCH ×3)"
+        );
+        let kinds: Vec<(ViolationKind, bool)> = r
+            .violations
+            .iter()
+            .map(|v| (v.kind, v.subject.is_some()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (ViolationKind::Credential, false),
+                (ViolationKind::Persistence, false),
+                (ViolationKind::Credential, true),
+            ],
+            "the key, the persistence write, then the grouped reads: {:#?}",
+            r.violations
+        );
+        // The reader's program, when known, is named.
+        r.processes.push(
+            serde_json::from_value(json!({"pid": 9, "ppid": 1, "exe": "/usr/bin/ps",
+                "argv": ["ps", "aux"], "cwd": null, "uid": 0, "netns": 1, "ended_at": null,
+                "exit_code": 0, "signal": null, "comm": "ps", "euid": 0, "gid": 0,
+                "mntns": null, "pidns": null, "userns": null, "cgroup_id": null}))
+            .unwrap(),
+        );
+        let s = r.summary();
+        let line = |head: &str| s.lines().find(|l| l.starts_with(head)).unwrap().to_string();
+        assert_eq!(
+            line("- **Credentials read**"),
+            "- **Credentials read**: `/h/.ssh/id_rsa`, `environ of 97 processes (ps, pid 9)`"
+        );
+        assert_eq!(
+            line("- **Refused or failed**"),
+            "- **Refused or failed**: `write /etc/passwd (EROFS)`; 5 expected (a tool's \
+             probing, in the report's files: EISDIR ×1, ESRCH ×4)"
+        );
     }
 
     #[test]

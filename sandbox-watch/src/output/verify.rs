@@ -71,15 +71,67 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 
 /// Verifies the log at `path`, reading it line by line in constant memory.
 pub fn verify(path: &Path) -> io::Result<Verdict> {
+    Ok(verify_with_head(path)?.0)
+}
+
+/// As [`verify`], with the hash of the last record that checked (the all-zero hash if none):
+/// what an anchor (`verify --head`) is compared with.
+pub fn verify_with_head(path: &Path) -> io::Result<(Verdict, String)> {
     let f = File::open(path)?;
-    verify_reader(BufReader::with_capacity(64 * 1024, f))
+    verify_reader_with_head(BufReader::with_capacity(64 * 1024, f))
 }
 
 /// Verifies a log read from `r`, line by line. An `Err` is only a read error.
-pub fn verify_reader(mut r: impl BufRead) -> io::Result<Verdict> {
+pub fn verify_reader(r: impl BufRead) -> io::Result<Verdict> {
+    Ok(verify_reader_with_head(r)?.0)
+}
+
+/// The anchor a capture printed to stderr (`log L: N records, head H`): a log rewritten
+/// afterwards, however well rechained, has another last hash, and a cut one fewer records.
+#[derive(Clone, Debug, Default)]
+pub struct Anchor {
+    pub head: Option<String>,
+    pub records: Option<u64>,
+}
+
+impl Anchor {
+    /// None when the log agrees with the anchor; else the sentence saying how it does not.
+    pub fn mismatch(&self, verdict: &Verdict, head: &str) -> Option<String> {
+        let records = match verdict {
+            Verdict::Intact { records } | Verdict::Unended { records, .. } => *records,
+            _ => return None,
+        };
+        if let Some(want) = self.records
+            && want != records
+        {
+            return Some(format!(
+                "the log has {records} records, the anchor says {want}: records were added or \
+                 removed after the anchor was printed"
+            ));
+        }
+        if let Some(want) = &self.head
+            && !want.eq_ignore_ascii_case(head)
+        {
+            return Some(format!(
+                "the last record's hash is {head}, the anchor says {want}: the log was \
+                 rewritten (its chain recomputed) after the anchor was printed"
+            ));
+        }
+        None
+    }
+}
+
+/// [`verify_reader`], with the last good record's hash.
+pub fn verify_reader_with_head(r: impl BufRead) -> io::Result<(Verdict, String)> {
+    let mut prev = ZERO_HASH.to_string();
+    let verdict = check_all(r, &mut prev)?;
+    Ok((verdict, prev))
+}
+
+/// The chain check; `prev` ends as the last good record's hash.
+fn check_all(mut r: impl BufRead, prev: &mut String) -> io::Result<Verdict> {
     let mut buf = Vec::new();
     let mut n: u64 = 0;
-    let mut prev = ZERO_HASH.to_string();
     let mut ended = false;
     loop {
         buf.clear();
@@ -101,9 +153,9 @@ pub fn verify_reader(mut r: impl BufRead) -> io::Result<Verdict> {
                 ),
             });
         }
-        match check_line(&buf, n, &prev) {
+        match check_line(&buf, n, prev) {
             Ok(ok) => {
-                prev = ok.hash;
+                *prev = ok.hash;
                 ended = ok.is_end;
                 n += 1;
             }

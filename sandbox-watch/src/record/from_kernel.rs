@@ -6,7 +6,7 @@
 //! socket's later outcome belongs to ([`Sockets`]).
 use std::collections::HashMap;
 
-use super::{Exec, Exit, FileFailed, Fork, Missing, NetResult, Record};
+use super::{Exec, ExecFailed, Exit, FileFailed, Fork, Missing, NetResult, Record};
 use crate::judge::classify::{self, Classifier};
 use crate::kernel::decode::{
     self, FailedOpen, FileOpen, Header, Net, NetOp as KernelNetOp, PathOp,
@@ -42,6 +42,20 @@ pub fn exec(e: &decode::Exec) -> Exec {
         pidns: Some(e.pidns as u64),
         userns: Some(e.userns as u64),
         cgroup_id: Some(e.cgroup_id),
+    }
+}
+
+/// A failed exec (its argv already redacted by the capture).
+pub fn exec_failed(e: &decode::ExecFailed) -> ExecFailed {
+    ExecFailed {
+        pid: e.header.tgid,
+        path: e.path.clone(),
+        path_truncated: e.path_truncated,
+        argv: e.argv.clone(),
+        argv_truncated: e.argv_truncated,
+        result: errno_name(e.result),
+        syscall: e.syscall.to_string(),
+        from_caller_memory: true,
     }
 }
 
@@ -324,6 +338,7 @@ mod tests {
                 pid: 5,
                 ktime_ns: 1,
                 start_ns: 1,
+                seq: 0,
             },
             op,
             family: 2,

@@ -38,6 +38,8 @@ pub enum Record {
     Fork(Fork),
     /// A traced process ended.
     Exit(Exit),
+    /// A traced process tried to run a program and the exec failed.
+    ExecFailed(ExecFailed),
     /// A file read, written, created, deleted, renamed or linked.
     File(FileEntry),
     /// A file operation that failed.
@@ -57,8 +59,14 @@ pub enum Record {
     GitRef(GitRef),
     /// At the end: the name and version a created package manifest (npm's package.json) held.
     PackageMeta(PackageMeta),
+    /// What a program run wrote to one of its standard streams, at the run's end (its exit,
+    /// its next exec, or the end of the capture).
+    Output(crate::state::output::OutputRecord),
     /// At the end: one of the report's violations.
     Violation(Violation),
+    /// The agent acted on its monitor (bpf(2), ptrace, a signal, its files), or the record
+    /// shows that something was taken from it: a `tamper` violation. Written as it arrives.
+    Tamper(Tamper),
     /// The last record: the counts.
     End(End),
 }
@@ -72,6 +80,7 @@ impl Record {
             Record::Exec(_) => "exec",
             Record::Fork(_) => "fork",
             Record::Exit(_) => "exit",
+            Record::ExecFailed(_) => "exec_failed",
             Record::File(_) => "file",
             Record::FileFailed(_) => "file_failed",
             Record::Net(_) => "net",
@@ -81,7 +90,9 @@ impl Record {
             Record::Listening(_) => "listening",
             Record::GitRef(_) => "git_ref",
             Record::PackageMeta(_) => "package_meta",
+            Record::Output(_) => "output",
             Record::Violation(_) => "violation",
+            Record::Tamper(_) => "tamper",
             Record::End(_) => "end",
         }
     }
@@ -93,6 +104,7 @@ impl Record {
             Record::Exec(e) => Some(e.pid),
             Record::Fork(f) => Some(f.pid),
             Record::Exit(e) => Some(e.pid),
+            Record::ExecFailed(e) => Some(e.pid),
             Record::File(f) => Some(f.pid),
             Record::FileFailed(f) => Some(f.pid()),
             Record::Net(n) => Some(n.pid),
@@ -100,6 +112,8 @@ impl Record {
             Record::FileCount(c) => Some(c.pid),
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
+            Record::Output(o) => Some(o.pid),
+            Record::Tamper(t) => t.pid,
             Record::Start(_)
             | Record::FileHash(_)
             | Record::GitRef(_)
@@ -195,6 +209,28 @@ pub struct Fork {
     pub pid: u32,
     /// The process that forked.
     pub ppid: u32,
+}
+
+/// An execve or execveat that failed: what a process tried to run, and why it could not.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExecFailed {
+    pub pid: u32,
+    /// The program tried: the directory from the kernel (cwd or dirfd), the name as given.
+    pub path: String,
+    #[serde(default)]
+    pub path_truncated: bool,
+    /// Redacted as an exec's.
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub argv_truncated: bool,
+    /// The error's name (`ENOENT`, `EACCES`, `ENOEXEC`, …), from the syscall's result.
+    pub result: String,
+    /// `execve` or `execveat`.
+    pub syscall: String,
+    /// The name and argv were read from the caller's memory at the syscall's exit, not from
+    /// the kernel's copy: another thread of the caller could have changed them in between.
+    #[serde(default)]
+    pub from_caller_memory: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -372,6 +408,30 @@ pub struct Violation {
     pub tool_call: ToolCallRef,
 }
 
+/// An act on the monitor, or a sign that records were taken from it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tamper {
+    /// Who did it (None: found by the monitor itself, e.g. a replaced output at the end).
+    pub pid: Option<u32>,
+    /// What was used: `bpf`, `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_open`,
+    /// `pidfd_getfd`, `signal`, `open`, `rename`, `delete`, `output`, `log`, `sequence`.
+    pub op: String,
+    /// The kernel (or the monitor) found that it names the monitor itself: one of its threads,
+    /// BPF objects or files. A bpf(2) call on objects of its own is `false`.
+    #[serde(default)]
+    pub monitor: bool,
+    /// The detail that groups repeats: a bpf command, a ptrace request, a signal, a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// A process or BPF object id aimed at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The line a person reads.
+    pub summary: String,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct End {
     /// Records read from the kernel's ring buffer.
@@ -404,6 +464,30 @@ pub struct End {
     /// Kernel records that could not be decoded (older logs did not say).
     #[serde(default)]
     pub undecodable: u64,
+    /// What the kernel's sequence numbers say (older logs did not have them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceCount>,
+    /// Map inserts that failed in the kernel, by map (only those that failed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_inserts: BTreeMap<String, u64>,
+}
+
+/// The kernel numbers every record it makes (one global counter, taken before the ring copy);
+/// what never arrived is missing, whatever the kernel's drop counters say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceCount {
+    /// Records the kernel numbered during the capture.
+    pub numbered: u64,
+    /// Of those, how many reached the monitor.
+    pub received: u64,
+    /// numbered − received: lost in the kernel (a full ring) or taken out of the ring.
+    pub missing: u64,
+    /// What the kernel's drop counters say it dropped (equal to `missing` unless they were
+    /// reset or records were taken out of the ring).
+    pub dropped: u64,
+    /// Records that arrived twice, or numbered beyond the counter: forged or replayed.
+    #[serde(default)]
+    pub duplicates: u64,
 }
 
 /// A record with its place in the log: what the TUI and OCSF get, and what a replay reads.
@@ -488,6 +572,8 @@ mod tests {
             r#"{"kind":"violation","violation":"lost","pid":null,"summary":"s"}"#,
             r#"{"kind":"git_ref","path":"/r/.git/refs/heads/main","commit":"ab","reflog":[{"old":"00","new":"ab","message":"commit (initial): x"}]}"#,
             r#"{"kind":"package_meta","path":"/p/node_modules/a/package.json","name":"a","version":"1.0.0"}"#,
+            r#"{"kind":"output","pid":4,"stream":"stderr","bytes":3,"sha256":"ab","head":"no\n"}"#,
+            r#"{"kind":"output","pid":4,"stream":"stdout","bytes":3,"sha256":null,"sha256_skipped":"lost","text_withheld":"read a credential file"}"#,
         ];
         for line in lines {
             let v: Value = serde_json::from_str(line).unwrap();

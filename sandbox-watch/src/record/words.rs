@@ -164,6 +164,9 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
+    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), or records were
+    /// taken from it.
+    Tamper,
     /// A step's process acted after the step's own process had ended (a `nohup`, `setsid` or
     /// `&` leftover that wrote, connected or ran a program later).
     Outlived,
@@ -182,6 +185,7 @@ impl ViolationKind {
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
+        ViolationKind::Tamper,
         ViolationKind::Outlived,
         ViolationKind::Undeclared,
         ViolationKind::Export,
@@ -195,6 +199,7 @@ impl ViolationKind {
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
+            ViolationKind::Tamper => "tamper",
             ViolationKind::Outlived => "outlived",
             ViolationKind::Undeclared => "undeclared",
             ViolationKind::Export => "export",

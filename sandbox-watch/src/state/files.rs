@@ -290,10 +290,31 @@ impl Files {
     }
 }
 
-/// The sha256 of a file's content as it is now, or why there is none. Never through a
-/// symbolic link: one put there later names another file.
+/// Filesystems whose files are made up by the kernel or another process as they are read
+/// (proc, sysfs, tracefs, debugfs, FUSE, …): a read can block for ever or never end, and the
+/// content is no file the agent wrote. Their files are never hashed.
+const PSEUDO_FS: &[(i64, &str)] = &[
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x7472_6163, "tracefs"),
+    (0x6462_6720, "debugfs"),
+    (0x6573_5546, "fuse"),
+    (0x6273_6d6d, "bpf"),
+    (0x2709_0710, "configfs"),
+    (0x7363_6673, "securityfs"),
+    (0x6366_5f6f, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+];
+
+/// The sha256 of a file's content as it is now, or why there is none. The file is opened
+/// without following a symbolic link and without waiting (O_NONBLOCK: a FIFO or a device put
+/// there later cannot hang the end of the capture); what was opened is then checked on its
+/// descriptor (a regular file, not on a pseudo filesystem), and at most `HASH_LIMIT` bytes are
+/// read.
 pub fn hash_now(path: &str) -> (Option<String>, Option<String>) {
     use sha2::Digest;
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return (None, Some("gone at the end of the capture".into()));
     };
@@ -303,25 +324,38 @@ pub fn hash_now(path: &str) -> (Option<String>, Option<String>) {
             .unwrap_or_default();
         return (None, Some(format!("a symbolic link (to {to}) at the end")));
     }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return (None, Some("a symbolic link at the end".into()));
+        }
+        Err(e) => return (None, Some(format!("unreadable: {e}"))),
+    };
+    // What was opened, not what the name showed a moment before.
+    let meta = match f.metadata() {
+        Ok(m) => m,
+        Err(e) => return (None, Some(format!("unreadable: {e}"))),
+    };
     if !meta.is_file() {
         return (None, Some("not a regular file".into()));
+    }
+    if let Ok(fs) = nix::sys::statfs::fstatfs(&f) {
+        let magic = fs.filesystem_type().0;
+        if let Some((_, name)) = PSEUDO_FS.iter().find(|(m, _)| *m == magic) {
+            return (None, Some(format!("on {name}, a pseudo filesystem")));
+        }
     }
     if meta.len() > HASH_LIMIT {
         return (None, Some(format!("larger than {} MiB", HASH_LIMIT >> 20)));
     }
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let nofollow = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path);
-    match nofollow {
-        Ok(mut f) => {
-            let mut h = sha2::Sha256::new();
-            match std::io::copy(&mut f, &mut h) {
-                Ok(_) => (Some(hex::encode(h.finalize())), None),
-                Err(e) => (None, Some(format!("unreadable: {e}"))),
-            }
-        }
+    let mut h = sha2::Sha256::new();
+    match std::io::copy(&mut f.take(HASH_LIMIT + 1), &mut h) {
+        Ok(n) if n > HASH_LIMIT => (None, Some(format!("larger than {} MiB", HASH_LIMIT >> 20))),
+        Ok(_) => (Some(hex::encode(h.finalize())), None),
         Err(e) => (None, Some(format!("unreadable: {e}"))),
     }
 }
@@ -357,6 +391,27 @@ pub fn read_now(path: &str, limit: u64, tail: bool) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashing_never_waits_and_skips_what_is_not_a_plain_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // A FIFO: refused at once (a blocking open would wait for a writer for ever).
+        let (sum, why) = hash_now(fifo.to_str().unwrap());
+        assert_eq!((sum, why.as_deref()), (None, Some("not a regular file")));
+        // A regular-looking file the kernel makes up as it is read.
+        let (sum, why) = hash_now("/proc/self/status");
+        assert!(sum.is_none(), "a procfs file was hashed");
+        assert!(why.unwrap().contains("proc"));
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"abc").unwrap();
+        let (sum, _) = hash_now(plain.to_str().unwrap());
+        assert_eq!(
+            sum.as_deref(),
+            Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        );
+    }
 
     #[test]
     fn open_flags_read_like_c() {

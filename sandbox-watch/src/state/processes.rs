@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::output::report::ProcessEntry;
-use crate::record::{Exec, Exit, Fork, Verdict};
+use crate::output::report::{ProcessEntry, Tried};
+use crate::record::{Exec, ExecFailed, Exit, Fork, Verdict};
 
 /// Programs that only set up the sandbox and start the agent: in `run` mode the agent's
 /// namespace is that of the first process in the tree that is none of these.
@@ -91,6 +91,8 @@ pub struct Process {
     pub step: Option<usize>,
     /// It ran this program after its step's own process ended.
     pub after_step: bool,
+    /// Programs it tried to run and could not.
+    pub tried: Vec<Tried>,
 }
 
 impl Process {
@@ -126,13 +128,18 @@ impl Process {
             replaces: None,
             step: None,
             after_step: false,
+            tried: Vec::new(),
         }
     }
 
-    /// The program's fields from an exec.
+    /// The program's fields from an exec. The parent is the fork's when the fork was seen: at
+    /// exec the kernel's parent may already be init (or a subreaper), the shell of
+    /// `nohup server &` having exited between the fork and the exec.
     fn fill(&mut self, e: &Exec, launcher: bool) {
         self.pid = e.pid;
-        self.ppid = e.ppid;
+        if self.ppid == 0 {
+            self.ppid = e.ppid;
+        }
         self.exe.clone_from(&e.exe);
         self.argv.clone_from(&e.argv);
         self.argv_truncated = e.argv_truncated;
@@ -285,6 +292,7 @@ impl Processes {
         child.process = process;
         child.replaces = None;
         child.after_step = false;
+        child.tried = Vec::new();
         self.push(child)
     }
 
@@ -304,6 +312,9 @@ impl Processes {
         let mut step = None;
         if let Some(&i) = self.live.get(&e.pid) {
             let p = &mut self.list[i];
+            // A PATH search (execvp) that found the program: its misses said nothing.
+            p.tried
+                .retain(|t| !(is_miss(&t.result) && file_name(&t.path) == file_name(exe)));
             if p.fork_only && !p.preexisting {
                 p.fill(e, launcher);
                 return i;
@@ -316,10 +327,28 @@ impl Processes {
         }
         let process = process.unwrap_or_else(|| self.new_process());
         let mut p = Process::new(e.pid, at, process);
+        // Another program of the same process: the same parent (its fork's, if seen).
+        p.ppid = replaces.map_or(0, |i| self.list[i].ppid);
         p.fill(e, launcher);
         p.replaces = replaces;
         p.step = step;
         self.push(p)
+    }
+
+    /// An `exec_failed`: the live process's entry that tried; None when it is not known.
+    pub fn tried(&mut self, at: SystemTime, e: &ExecFailed) -> Option<usize> {
+        let i = *self.live.get(&e.pid)?;
+        self.list[i].tried.push(Tried {
+            at: crate::time::rfc3339_nanos(at),
+            path: e.path.clone(),
+            path_truncated: e.path_truncated,
+            argv: e.argv.clone(),
+            argv_truncated: e.argv_truncated,
+            result: e.result.clone(),
+            syscall: e.syscall.clone(),
+            from_caller_memory: e.from_caller_memory,
+        });
+        Some(i)
     }
 
     /// An `exit`; None when the process is not known (nothing to record).
@@ -365,8 +394,20 @@ impl Processes {
                 .map_or(0, |d| (d.as_nanos() / 1_000_000) as u64),
             tool_call: crate::state::tool_calls::ToolCallRef::of(p.step),
             after_step: p.after_step,
+            output: None,
+            tried: p.tried.clone(),
         }
     }
+}
+
+/// An exec that failed because nothing of that name was there: what a PATH search meets in
+/// every directory before the one that has the program.
+fn is_miss(result: &str) -> bool {
+    matches!(result, "ENOENT" | "ENOTDIR")
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 #[cfg(test)]
@@ -395,6 +436,58 @@ mod tests {
             exit_code,
             signal,
         }
+    }
+
+    fn failed(pid: u32, path: &str, result: &str) -> ExecFailed {
+        ExecFailed {
+            pid,
+            path: path.into(),
+            path_truncated: false,
+            argv: vec!["git".into(), "status".into()],
+            argv_truncated: false,
+            result: result.into(),
+            syscall: "execve".into(),
+            from_caller_memory: true,
+        }
+    }
+
+    #[test]
+    fn failed_execs_are_kept_but_a_path_search_that_found_its_program() {
+        let mut m = Processes::new(AgentRule::Fixed(10), None);
+        m.exec(at(1), &exec(100, 10, &["node"]));
+        m.fork(
+            at(2),
+            &Fork {
+                pid: 101,
+                ppid: 100,
+            },
+        );
+        // execvp("git"): missing in two directories, refused in a third, found in /usr/bin.
+        assert_eq!(
+            m.tried(at(3), &failed(101, "/usr/local/sbin/git", "ENOENT")),
+            Some(1)
+        );
+        m.tried(at(3), &failed(101, "/usr/local/bin/git", "ENOTDIR"));
+        m.tried(at(3), &failed(101, "/opt/bin/git", "EACCES"));
+        m.tried(at(3), &failed(101, "/usr/local/bin/zsh", "ENOENT"));
+        let i = m.exec(at(4), &exec(101, 10, &["git"]));
+        assert_eq!(i, 1, "the forked entry became git's");
+        let e = m.entry(&m.list[i], at(5));
+        let paths: Vec<&str> = e.tried.iter().map(|t| t.path.as_str()).collect();
+        assert_eq!(paths, ["/opt/bin/git", "/usr/local/bin/zsh"]);
+        assert_eq!(e.tried[0].result, "EACCES");
+        // A fork does not inherit its parent's tries; a process not seen has none to add.
+        m.tried(at(6), &failed(100, "/usr/bin/zsh", "ENOENT"));
+        let j = m.fork(
+            at(7),
+            &Fork {
+                pid: 102,
+                ppid: 100,
+            },
+        );
+        assert!(m.list[j].tried.is_empty());
+        assert_eq!(m.list[0].tried.len(), 1);
+        assert_eq!(m.tried(at(8), &failed(999, "/x", "ENOENT")), None);
     }
 
     #[test]
@@ -434,6 +527,25 @@ mod tests {
         assert_eq!(m.list[1].ended, Some(at(5)));
         assert_eq!(m.list[3].replaces, Some(1));
         assert_eq!(m.list[3].process, m.list[1].process);
+    }
+
+    #[test]
+    fn the_parent_is_the_forks_not_the_reaper_at_exec() {
+        // `nohup server &` in a shell that exits at once: the child is reparented to init
+        // before it execs, so the exec record's ppid is 1; the fork record said 2.
+        let mut m = Processes::new(AgentRule::Fixed(10), None);
+        m.exec(at(1), &exec(2, 10, &["sh"]));
+        m.fork(at(2), &Fork { pid: 3, ppid: 2 });
+        m.exit(at(3), &exit(2, Some(0), None));
+        let i = m.exec(at(4), &exec(3, 10, &["nohup", "server"]));
+        assert_eq!(m.list[i].ppid, 2, "the fork's parent");
+        // nohup execs the server: another program of the same process, the same parent.
+        let j = m.exec(at(5), &exec(3, 10, &["server"]));
+        assert_ne!(i, j);
+        assert_eq!(m.list[j].ppid, 2);
+        // A process whose fork was not seen: the exec's parent is all there is.
+        let k = m.exec(at(6), &exec(9, 10, &["other"]));
+        assert_eq!(m.list[k].ppid, 1);
     }
 
     #[test]

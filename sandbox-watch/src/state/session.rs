@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::judge::netpolicy::{self, Policy};
 use crate::output::report::{self, Agent, Exit, Parts, ProbeInfo, Report, Target};
-use crate::record::{End, FileFailed, GitRef, PackageMeta, Record, Start, Violation};
+use crate::record::{End, FileFailed, GitRef, PackageMeta, Record, Start, Tamper, Violation};
 use crate::state::files::{Added, Files};
 use crate::state::network::Network;
 use crate::state::processes::{AgentRule, Processes, is_launcher};
@@ -45,9 +45,13 @@ pub struct Session {
     pub git_refs: BTreeMap<String, GitRef>,
     /// `package_meta` records: manifest → its name and version at the end.
     pub package_metas: BTreeMap<String, PackageMeta>,
+    /// `output` records: process entry (index in `processes.list`) → its streams.
+    pub outputs: BTreeMap<usize, crate::state::output::ProcessOutput>,
     /// The capture's final violations, as logged (the report computes its own, the same).
     pub violations: Vec<Violation>,
     pub end: Option<End>,
+    /// Acts on the monitor, repeats counted: each is a `tamper` violation.
+    pub tamper: Vec<TamperFinding>,
     ended_at: Option<SystemTime>,
     last_at: Option<SystemTime>,
     policy: Policy,
@@ -96,6 +100,10 @@ impl Session {
                 self.started(parent, i);
                 Applied::Process(i)
             }
+            Record::ExecFailed(e) => self
+                .processes
+                .tried(at, e)
+                .map_or(Applied::Other, Applied::Process),
             Record::Exit(x) => match self.processes.exit(at, x) {
                 Some(i) => {
                     let p = &self.processes.list[i];
@@ -170,8 +178,25 @@ impl Session {
                 self.package_metas.insert(m.path.clone(), m.clone());
                 Applied::Other
             }
+            Record::Output(o) => match self.processes.live_index(o.pid) {
+                Some(i) => {
+                    let entry = self.outputs.entry(i).or_default();
+                    let slot = if o.stream == "stderr" {
+                        &mut entry.stderr
+                    } else {
+                        &mut entry.stdout
+                    };
+                    *slot = Some(o.output.clone());
+                    Applied::Process(i)
+                }
+                None => Applied::Other,
+            },
             Record::Violation(v) => {
                 self.violations.push(v.clone());
+                Applied::Other
+            }
+            Record::Tamper(t) => {
+                self.tampered(t);
                 Applied::Other
             }
             Record::End(e) => {
@@ -310,6 +335,25 @@ impl Session {
             .collect()
     }
 
+    /// One act on the monitor: a finding of its own, or a repeat of one already seen (the same
+    /// process, the same call, the same detail, the same target).
+    fn tampered(&mut self, t: &Tamper) {
+        let same = |f: &&mut TamperFinding| {
+            f.first.pid == t.pid
+                && f.first.op == t.op
+                && f.first.what == t.what
+                && f.first.target == t.target
+                && f.first.path == t.path
+        };
+        match self.tamper.iter_mut().find(same) {
+            Some(f) => f.count += 1,
+            None => self.tamper.push(TamperFinding {
+                first: t.clone(),
+                count: 1,
+            }),
+        }
+    }
+
     /// The agent: as the processes found it, or as the end record says (logs whose start
     /// did not name the attached process).
     pub fn agent(&self) -> Agent {
@@ -344,8 +388,10 @@ impl Session {
             .processes
             .list
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let mut e = self.processes.entry(p, ended_at);
+                e.output = self.outputs.get(&i).cloned();
                 // Judged against the agent as known at the end.
                 e.verdict = if p.launcher {
                     crate::record::Verdict::Inside
@@ -390,10 +436,36 @@ impl Session {
                 git,
                 tool_calls: self.tool_call_entries(),
                 redactions: end.map_or(0, |e| e.redactions),
+                lost: end.map(|e| e.lost),
+                sequence: end.and_then(|e| e.sequence.clone()),
+                failed_inserts: end.map(|e| e.failed_inserts.clone()).unwrap_or_default(),
+                tamper: self
+                    .tamper
+                    .iter()
+                    .map(|f| (f.first.pid, f.line()))
+                    .collect(),
                 agent,
             },
             &self.policy,
         )
+    }
+}
+
+/// An act on the monitor, and how many times the same one was seen.
+#[derive(Clone, Debug)]
+pub struct TamperFinding {
+    pub first: Tamper,
+    pub count: u64,
+}
+
+impl TamperFinding {
+    /// The violation's line.
+    pub fn line(&self) -> String {
+        if self.count > 1 {
+            format!("{} (×{})", self.first.summary, self.count)
+        } else {
+            self.first.summary.clone()
+        }
     }
 }
 

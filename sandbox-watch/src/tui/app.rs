@@ -294,6 +294,10 @@ pub(crate) struct App {
     final_alerts: bool,
     /// Alert ids given up when that happened (the gaps were pushed again).
     alerts_replaced: u64,
+    /// The gap alerts, pushed again after the final violations (which show in rank order).
+    gaps_after: Vec<Alert>,
+    /// Live: one alert per process that reads other processes' environments, counted up.
+    environ_alerts: std::collections::HashMap<u32, EnvironAlert>,
 
     /// The state the records make: the same as the report's (the views show its entries).
     pub session: Session,
@@ -323,6 +327,16 @@ pub(crate) struct App {
     pub rows_built: u64,
 }
 
+/// The live alert of one process's environ reads: its id and what it counted so far.
+#[derive(Default)]
+struct EnvironAlert {
+    id: u64,
+    read: u64,
+    failed: u64,
+    /// The file entries counted (a failed open's entry comes again with each repeat).
+    entries: std::collections::HashSet<usize>,
+}
+
 impl App {
     pub(crate) fn new(options: Options, agent_pane: bool, now_ns: i64) -> Self {
         App {
@@ -347,6 +361,8 @@ impl App {
             lost_alerted: false,
             final_alerts: false,
             alerts_replaced: 0,
+            gaps_after: Vec::new(),
+            environ_alerts: std::collections::HashMap::new(),
             session: Session::new(),
             procs: Tree::default(),
             file_raw: Vec::new(),
@@ -467,7 +483,8 @@ impl App {
 
     pub(crate) fn visible(&self, view: View) -> Visible<'_> {
         let (lo, hi) = self.flat_bounds(view);
-        let reversed = view == View::Alerts;
+        // Live alerts newest first; the final violations in the report's rank order.
+        let reversed = view == View::Alerts && !self.final_alerts;
         match &self.views[view.index()].filter {
             Some(f) => {
                 let start = f.matches.partition_point(|&k| k < lo);

@@ -106,6 +106,16 @@ pub async fn run(
     result
 }
 
+/// Whether the terminal answers the cursor-position query the TUI starts with (ratatui asks
+/// it; a terminal that never answers would fail the TUI after the agent started). Asked in
+/// raw mode and given back at once; crossterm waits up to 2 s for the answer.
+pub fn terminal_answers() -> io::Result<()> {
+    enable_raw_mode()?;
+    let asked = crossterm::cursor::position();
+    let _ = disable_raw_mode();
+    asked.map(drop)
+}
+
 /// Replay: the records of a log file, read as they are shown, then Ended.
 pub async fn replay(log: PathBuf, options: Options) -> io::Result<()> {
     let records = crate::replay::records(&log)?;

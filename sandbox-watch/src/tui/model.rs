@@ -138,6 +138,11 @@ impl<T> Rows<T> {
         self.items.get(usize::try_from(i).ok()?)
     }
 
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        let i = id.checked_sub(self.first)?;
+        self.items.get_mut(usize::try_from(i).ok()?)
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.items.len()
@@ -394,6 +399,13 @@ pub(crate) fn summarize(r: &Record) -> String {
             mark(e.verdict)
         ),
         Record::Fork(f) => format!("pid {} forked from {}", f.pid, f.ppid),
+        Record::ExecFailed(e) => format!(
+            "pid {} tried to run {} ({}): {}",
+            e.pid,
+            e.path,
+            e.result,
+            join_argv(&e.argv)
+        ),
         Record::Exit(x) => match (x.exit_code, x.signal) {
             (_, Some(sig)) => format!("pid {} killed by {}", x.pid, signal_name(sig.into())),
             (Some(code), None) => format!("pid {} exit {code}", x.pid),
@@ -451,6 +463,7 @@ pub(crate) fn summarize(r: &Record) -> String {
             c.count
         ),
         Record::Violation(v) => v.summary.clone(),
+        Record::Tamper(t) => format!("TAMPER: {}", t.summary),
         Record::FileHash(h) => match (&h.sha256, &h.sha256_skipped) {
             (Some(sum), _) => format!("{} at the end: sha256 {sum}", h.path),
             (None, Some(why)) => format!("{} at the end: not hashed, {why}", h.path),
@@ -463,6 +476,16 @@ pub(crate) fn summarize(r: &Record) -> String {
                 .as_deref()
                 .or(g.skipped.as_deref())
                 .unwrap_or("no commit")
+        ),
+        Record::Output(o) => format!(
+            "pid {} {}: {} bytes, {}",
+            o.pid,
+            o.stream,
+            o.output.bytes,
+            o.output
+                .sha256
+                .as_deref()
+                .map_or_else(|| "not hashed".to_string(), |s| format!("sha256 {s}"))
         ),
         Record::PackageMeta(m) => format!(
             "{} at the end: {} {}",

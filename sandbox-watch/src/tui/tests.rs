@@ -816,6 +816,10 @@ fn the_final_violations_replace_the_live_alerts() {
             "kind": "violation", "violation": if pid == 4200 { "outside" } else { "credential" },
             "pid": pid, "summary": summary})));
     }
+    app.ingest(feed(
+        json!({"seq": 202, "at": "2026-11-30T11:24:18Z", "kind": "end",
+        "events": 10, "lost": 0}),
+    ));
     let s = screen(&mut app, 120, 36);
     let rows: Vec<&str> = s.lines().filter(|l| l.starts_with('+')).collect();
     assert_eq!(
@@ -823,8 +827,13 @@ fn the_final_violations_replace_the_live_alerts() {
         3,
         "the gap and the two violations, each once: {s}"
     );
+    // In the report's rank order (as they came), the gaps after them.
     assert!(
-        rows[0].contains("verified on ext4") && rows[0].contains(" end "),
+        rows[0].contains("unshare -n curl") && rows[0].contains(" end "),
+        "{s}"
+    );
+    assert!(
+        rows[1].contains("verified on ext4") && rows[1].contains(" end "),
         "{s}"
     );
     assert!(
@@ -833,6 +842,28 @@ fn the_final_violations_replace_the_live_alerts() {
     );
     assert!(!s.contains("wrote persistence file"), "{s}");
     assert_eq!(app.alerts.len(), 3);
+}
+
+#[test]
+fn environ_reads_are_one_live_alert_per_reader() {
+    let mut app = outside_app();
+    let before = app.alerts.len();
+    for i in 0..50u64 {
+        let result = if i < 2 { json!("ESRCH") } else { json!(null) };
+        let kind = if i < 2 { "file_failed" } else { "file" };
+        app.ingest(feed(
+            json!({"seq": 300 + i, "kind": kind, "pid": 4100, "op": "read",
+            "path": format!("/proc/{}/environ", 5000 + i), "fs": "proc", "count": 1,
+            "credential": true, "verified": true, "persistence": false, "result": result}),
+        ));
+    }
+    assert_eq!(app.alerts.len(), before + 1, "one alert for the reader");
+    press(&mut app, KeyCode::Char('4'));
+    let s = screen(&mut app, 120, 36);
+    assert!(
+        s.contains("pid 4100 read the environment of 48 processes, 2 failed"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -1062,4 +1093,23 @@ fn targets_and_violation_kinds() {
         press(&mut app, KeyCode::Char('q')),
         Action::Quit(Quit::Normal)
     );
+}
+
+#[test]
+fn a_long_path_in_an_alert_keeps_its_names() {
+    let summary = "pid 13511 read credential \
+                   /work/wt/agent/target/agent-sessions/sw-agent-btUxwf/home/.ssh/id_rsa";
+    // Cut at the end, the line would lose the file's name: the middle of the path goes instead.
+    assert_eq!(
+        ui::head_keeping_names(summary, 68),
+        "pid 13511 read credential …/.ssh/id_rsa"
+    );
+    assert_eq!(ui::head_keeping_names(summary, 200), summary);
+    // The longest path first; a URL, quotes and punctuation stay as they are.
+    assert_eq!(
+        ui::head_keeping_names("`cat /a/b/c/d/e/f/key`, /x/y/z, http://h:1/a/b/c/d", 45),
+        "`cat …/f/key`, /x/y/z, http://h:1/a/b/c/d"
+    );
+    // Still too long: cut at the end.
+    assert_eq!(ui::head_keeping_names("/a/b/c/d/eeeeeeee", 8), "…/d/eee…");
 }

@@ -540,6 +540,12 @@ fn build_row(
                 argv.push_str("(fork) ");
             }
             argv.push_str(&proc_argv(p));
+            if let Some(t) = p.tried.last() {
+                argv.push_str(&format!(" · tried to run {} ({})", t.path, t.result));
+                if p.tried.len() > 1 {
+                    argv.push_str(&format!(" and {} more", p.tried.len() - 1));
+                }
+            }
             let avail = flex.saturating_sub(prefix.chars().count());
             let process = Line::from(vec![
                 Span::styled(prefix, theme.dim()),
@@ -659,7 +665,8 @@ fn build_row(
                     ViolationKind::Outside
                     | ViolationKind::Network
                     | ViolationKind::Credential
-                    | ViolationKind::Undeclared,
+                    | ViolationKind::Undeclared
+                    | ViolationKind::Tamper,
                 ) => theme.bad(),
                 AlertKind::Violation(
                     ViolationKind::Persistence
@@ -677,7 +684,7 @@ fn build_row(
                     if a.violation { "end" } else { "live" },
                     theme.dim(),
                 )),
-                Cell::from(head(&a.summary, flex)),
+                Cell::from(head_keeping_names(&a.summary, flex)),
             ]))
         }
         View::Log => {
@@ -1055,6 +1062,46 @@ pub(crate) fn head(s: &str, width: usize) -> String {
     let mut out: String = s.chars().take(width - 1).collect();
     out.push('…');
     out
+}
+
+/// `s` cut to `width` chars as [`head`] does, but first with the middle of its longest paths
+/// left out (`/work/…/home/.ssh/id_rsa` → `…/.ssh/id_rsa`): what a path names is at its end.
+pub(crate) fn head_keeping_names(s: &str, width: usize) -> String {
+    let mut words: Vec<String> = s.split(' ').map(str::to_owned).collect();
+    let len =
+        |words: &[String]| words.iter().map(|w| w.chars().count()).sum::<usize>() + words.len() - 1;
+    while len(&words) > width {
+        let shorter = words
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| Some((i, short_path(w)?)))
+            .max_by_key(|(i, short)| words[*i].chars().count() - short.chars().count());
+        let Some((i, short)) = shorter else { break };
+        words[i] = short;
+    }
+    head(&words.join(" "), width)
+}
+
+/// A word holding a path of more than two names (after a quote or bracket, before
+/// punctuation), with all but its last two names left out.
+fn short_path(word: &str) -> Option<String> {
+    let start = word.find('/')?;
+    let (before, rest) = word.split_at(start);
+    if before.chars().any(char::is_alphanumeric) {
+        return None;
+    }
+    let end = rest
+        .trim_end_matches(['`', '\'', '"', ',', ';', ':', ')', ']'])
+        .len();
+    let (path, after) = rest.split_at(end);
+    let names: Vec<&str> = path.split('/').filter(|n| !n.is_empty()).collect();
+    if names.len() <= 2 {
+        return None;
+    }
+    Some(format!(
+        "{before}…/{}{after}",
+        names[names.len() - 2..].join("/")
+    ))
 }
 
 /// `s` cut to its last `width` chars, starting with `…` when cut (for paths).

@@ -284,7 +284,7 @@ pub(super) fn monitor(
 }
 
 /// The workload traced by `sandbox-watch run --headless --report R --log L`.
-pub(super) fn run_traced(ctx: &mut Ctx, w: Workload) -> anyhow::Result<(Sample, Value)> {
+pub(super) fn run_traced(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Result<(Sample, Value)> {
     let dir = ctx.scratch()?;
     let (out, report, log, errs) = (
         dir.join("timed.json"),
@@ -295,7 +295,7 @@ pub(super) fn run_traced(ctx: &mut Ctx, w: Workload) -> anyhow::Result<(Sample, 
     let argv = w.argv(ctx, &dir);
     let t0 = unix_ns_now();
     let m = monitor(
-        command(&ctx.sw)
+        command(sw)
             .args(["run", "--headless", "--report"])
             .arg(&report)
             .arg("--log")
@@ -345,7 +345,7 @@ pub(super) fn monitor_rss_kb(ru: &libc::rusage, kids_maxrss_kb: i64, sampled_kb:
 }
 
 /// The workload runs untraced while `sandbox-watch attach` watches an idle `sleep`.
-pub(super) fn run_outside(ctx: &mut Ctx, w: Workload) -> anyhow::Result<Sample> {
+pub(super) fn run_outside(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Result<Sample> {
     let dir = ctx.scratch()?;
     let (report, log, errs) = (
         dir.join("report.json"),
@@ -354,7 +354,7 @@ pub(super) fn run_outside(ctx: &mut Ctx, w: Workload) -> anyhow::Result<Sample> 
     );
     let idle = Proc::spawn(command("sleep").arg("1000"))?;
     let mut mon = Proc::spawn(
-        command(&ctx.sw)
+        command(sw)
             .args(["attach", "--headless", "--report"])
             .arg(&report)
             .arg("--log")

@@ -12,10 +12,17 @@ pub(super) struct Bpftrace {
 impl Bpftrace {
     pub(super) fn start() -> anyhow::Result<Bpftrace> {
         let marker = format!("/tmp/swb-ready-{}", std::process::id());
+        Bpftrace::start_program(BPFTRACE_PROGRAM, &marker)
+    }
+
+    /// Runs `program`, attached once a line of its stdout starts with `marker` after this
+    /// process opened the path `marker` (the program must print it for that open).
+    pub(super) fn start_program(program: &str, marker: &str) -> anyhow::Result<Bpftrace> {
+        let marker = marker.to_string();
         let mut proc = Proc::spawn(
             command("bpftrace")
                 .arg("-e")
-                .arg(BPFTRACE_PROGRAM)
+                .arg(program)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null()),
         )?;

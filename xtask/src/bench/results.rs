@@ -89,7 +89,7 @@ impl Results<'_> {
     fn target_of(w: Workload, cond: Cond) -> Option<f64> {
         match cond {
             Cond::Traced => w.traced_target(),
-            Cond::Outside => Some(TARGET_OUTSIDE),
+            Cond::Outside => Some(w.outside_target()),
             _ => None,
         }
     }
@@ -218,8 +218,11 @@ impl Results<'_> {
             let mut conds = serde_json::Map::new();
             for cond in [
                 Cond::Unmonitored,
+                Cond::Floor,
                 Cond::Traced,
+                Cond::BaseTraced,
                 Cond::Outside,
+                Cond::BaseOutside,
                 Cond::Strace,
                 Cond::Bpftrace,
                 Cond::Auditd,
@@ -241,6 +244,10 @@ impl Results<'_> {
                     (Some(tg), Some(r)) => format!("≤ {tg:.2}× {}", met(r <= tg)),
                     _ if matches!(cond, Cond::Strace | Cond::Bpftrace | Cond::Auditd) => {
                         "(peer)".to_string()
+                    }
+                    _ if cond == Cond::Floor => "(kernel floor)".to_string(),
+                    _ if matches!(cond, Cond::BaseTraced | Cond::BaseOutside) => {
+                        "(baseline)".to_string()
                     }
                     _ => String::new(),
                 };
@@ -369,6 +376,20 @@ RSS MB: the monitor's peak RSS. Medians over the rounds throughout."
         for (peer, why) in self.skipped {
             let _ = writeln!(t, "not compared: {peer}: {why}");
         }
+        if self.cells.iter().any(|c| c.cond == Cond::Floor) {
+            let _ = writeln!(
+                t,
+                "floor: the workload unmonitored while a bpftrace program on sys_exit_openat that returns at once for every other pid is attached:\n\
+any attached syscall tracepoint puts every task's syscalls on the kernel's traced path; the gap between it and `traced`/`outside` is ours"
+            );
+        }
+        if let Some(b) = &self.opts.baseline {
+            let _ = writeln!(
+                t,
+                "baseline: the same traced and outside runs with --baseline {} in the same rounds",
+                b.display()
+            );
+        }
         if self.peers.contains(&Cond::Bpftrace) {
             let _ = writeln!(
                 t,
@@ -399,6 +420,7 @@ then `-a never,task` (once audit ran, the kernel gives every new process an audi
         let json = json!({
             "schema": "sandbox-watch/bench/1",
             "quick": self.opts.quick,
+            "baseline": self.opts.baseline.as_ref().map(|b| b.display().to_string()),
             "rounds": self.sizes.rounds,
             "machine": {
                 "cpus": cpus,

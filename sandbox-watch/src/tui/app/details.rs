@@ -48,6 +48,20 @@ impl App {
                     lines.push(format!("verdict: {}", flags.join(" · ")));
                 }
                 lines.push(format!("argv: {}", proc_argv(p)));
+                for t in &p.tried {
+                    lines.push(format!(
+                        "tried to run: {} ({}, {}) argv: {}{}",
+                        t.path,
+                        t.result,
+                        t.syscall,
+                        crate::tui::model::join_argv(&t.argv),
+                        if t.from_caller_memory {
+                            " · name and argv read from the caller's memory"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
                 for raw in &node.records {
                     lines.push(String::new());
                     record_lines(raw, first, &mut lines);

@@ -88,17 +88,17 @@ impl App {
                     self.outside(at, AlertKind::OUTSIDE, pid, summary, &raw);
                 }
             }
-            (Record::Fork(_) | Record::Exit(_), Applied::Process(i)) => {
+            (Record::Fork(_) | Record::Exit(_) | Record::ExecFailed(_), Applied::Process(i)) => {
                 self.procs.touched(&self.session.processes, i, &raw);
             }
             (Record::File(f), Applied::File(added)) => {
-                self.file_alert(at, f, None, &raw);
+                self.file_alert(at, f, None, added.index(), &raw);
                 if added.index() == self.file_raw.len() {
                     self.file_raw.push(raw.clone());
                 }
             }
             (Record::FileFailed(crate::record::FileFailed::Entry(f)), Applied::File(added)) => {
-                self.file_alert(at, f, f.result.as_deref(), &raw);
+                self.file_alert(at, f, f.result.as_deref(), added.index(), &raw);
                 if added.index() == self.file_raw.len() {
                     self.file_raw.push(raw.clone());
                 }
@@ -152,6 +152,9 @@ impl App {
                     && s.agent_netns.is_none()
                 {
                     s.agent_netns = e.agent.as_ref().and_then(|a| a.netns);
+                }
+                for a in std::mem::take(&mut self.gaps_after) {
+                    self.alerts.push(a);
                 }
                 self.end_at = at;
                 self.end_verdict_outside = e.verdict == Verdict::Outside;
@@ -212,12 +215,16 @@ impl App {
         at: Option<i64>,
         f: &crate::state::files::FileEntry,
         failed: Option<&str>,
+        entry: usize,
         raw: &Arc<str>,
     ) {
         if !(f.credential || f.persistence) {
             return;
         }
         use crate::record::ViolationKind;
+        if f.credential && crate::judge::classify::is_environ(&f.path) {
+            return self.environ_alert(at, f, failed.is_some(), entry, raw);
+        }
         let (kind, what) = if f.credential {
             (ViolationKind::Credential, "credential ")
         } else {
@@ -245,6 +252,63 @@ impl App {
         });
     }
 
+    /// Reads of `/proc/*/environ`: one alert per reading process, its counts kept up to date
+    /// (as the report groups them: README, "Findings").
+    fn environ_alert(
+        &mut self,
+        at: Option<i64>,
+        f: &crate::state::files::FileEntry,
+        failed: bool,
+        entry: usize,
+        raw: &Arc<str>,
+    ) {
+        if self.final_alerts {
+            return;
+        }
+        let pid = f.pid;
+        let known = self
+            .environ_alerts
+            .get(&pid)
+            .is_some_and(|a| self.alerts.get(a.id).is_some());
+        if !known {
+            let id = self.alerts.end();
+            self.alerts.push(Alert {
+                at_ns: at,
+                kind: AlertKind::Violation(crate::record::ViolationKind::Credential),
+                pid: Some(pid),
+                summary: String::new(),
+                violation: false,
+                raw: Some(raw.clone()),
+            });
+            self.environ_alerts.insert(
+                pid,
+                EnvironAlert {
+                    id,
+                    ..Default::default()
+                },
+            );
+        }
+        let a = self.environ_alerts.get_mut(&pid).expect("inserted above");
+        if a.entries.insert(entry) {
+            if failed {
+                a.failed += 1;
+            } else {
+                a.read += 1;
+            }
+        }
+        let failed = match a.failed {
+            0 => String::new(),
+            n => format!(", {n} failed"),
+        };
+        let summary = format!(
+            "pid {pid} read the environment of {} processes{failed} (/proc/*/environ)",
+            a.read
+        );
+        if let Some(alert) = self.alerts.get_mut(a.id) {
+            alert.summary = summary;
+        }
+    }
+
     /// The final list of violations covers everything the live alerts said (outside,
     /// credential, persistence, lost), with more detail: keep only the gaps, which are not
     /// violations, so each finding shows once.
@@ -252,13 +316,10 @@ impl App {
         self.final_alerts = true;
         let live = self.alerts.take_all();
         self.alerts_replaced = self.alerts.end();
-        let gaps: Vec<Alert> = live
+        self.gaps_after = live
             .into_iter()
             .filter(|a| a.kind == AlertKind::Gap)
             .collect();
-        for a in gaps {
-            self.alerts.push(a);
-        }
         let state = &mut self.views[View::Alerts.index()];
         state.sel = None;
         state.offset = 0;

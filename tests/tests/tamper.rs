@@ -1,0 +1,364 @@
+//! The record defends itself (issue 13): an agent running as root that attacks its monitor
+//! with the programs of `src/bin/attack_*.rs` is on record, or its work is counted as loss, or
+//! the rewritten log fails `verify` against the anchor the capture printed. Each test failed
+//! on the code before issue 13 (see the notes beside each).
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use integration_tests::*;
+
+/// A home with the test key and .bashrc the attacks read and append to.
+fn attack_home(dir: &Path) -> PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(
+        home.join(".ssh/id_rsa"),
+        b"-----BEGIN TEST KEY-----\nnot a real key\n-----END TEST KEY-----\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".bashrc"), b"# test bashrc\n").unwrap();
+    home
+}
+
+fn tamper(r: &Run) -> Vec<&Violation> {
+    r.typed
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::Tamper)
+        .collect()
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}
+
+fn run_attack(dir: tempfile::TempDir, extra: &[&str], script: &str) -> Run {
+    let cmd = sh(script);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    run_in(dir, extra, &cmd)
+}
+
+/// bpf(2) on the monitor's TRACED map (find it by id, delete its own tgid): before issue 13
+/// the delete worked and the key read after it was never seen (exit 0; `--fail-on tamper` was
+/// refused with exit 2). Now the call is a tamper record sent before it runs, the delete fails
+/// (TRACED is frozen), and what the agent does next is still recorded.
+#[test]
+fn untrace_through_bpf_is_tamper_and_the_agent_stays_traced() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let script = format!(
+        "ATTACK_HOME={h} {bin} untrace; cat {h}/.ssh/id_rsa >/dev/null",
+        h = home.display(),
+        bin = env!("CARGO_BIN_EXE_attack-bpf")
+    );
+    let r = run_attack(dir, &["--fail-on", "tamper"], &script);
+    assert_eq!(r.code(), Some(3), "stderr: {}", r.stderr());
+    let t = tamper(&r);
+    assert!(
+        t.iter()
+            .any(|v| v.summary.contains("BPF_MAP_DELETE_ELEM") && v.summary.contains("TRACED")),
+        "no tamper violation for the delete from TRACED: {t:#?}"
+    );
+    assert!(
+        r.stderr().contains("deleting my tgid from TRACED"),
+        "the delete should have been refused (TRACED frozen): {}",
+        r.stderr()
+    );
+    let key = home.join(".ssh/id_rsa");
+    assert!(
+        !r.files_at(&key.display().to_string()).is_empty(),
+        "the key read after the attack is missing: {:#?}",
+        r.files()
+    );
+}
+
+/// SIGSTOP the monitor, flood its ring until records drop, act, zero the drop counters,
+/// SIGCONT: before issue 13 the run said `lost 0` and nothing else. Now the stop is a tamper
+/// record, the counters cannot be reset (frozen), and the loss is counted from the kernel's
+/// sequence numbers.
+#[test]
+fn blinding_the_monitor_is_tamper_and_its_loss_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    // The attack dies when the counters cannot be zeroed: the shell lets the monitor go on.
+    let script = format!(
+        "ATTACK_HOME={h} {bin}; kill -CONT $PPID",
+        h = home.display(),
+        bin = env!("CARGO_BIN_EXE_attack-blind")
+    );
+    let r = run_attack(
+        dir,
+        &["--ring-buffer", "65536", "--fail-on", "tamper,lost"],
+        &script,
+    );
+    assert_eq!(r.code(), Some(3), "stderr: {}", r.stderr());
+    let cov = &r.typed.coverage;
+    assert!(cov.lost > 0, "nothing lost: {cov:#?}\n{}", r.stderr());
+    let seq = cov.sequence.as_ref().expect("the sequence count");
+    assert!(seq.missing > 0 && seq.numbered > seq.received, "{seq:#?}");
+    assert!(!cov.complete);
+    let t = tamper(&r);
+    assert!(
+        t.iter().any(|v| v.summary.contains("SIGSTOP")),
+        "no tamper violation for the SIGSTOP: {t:#?}"
+    );
+    assert!(
+        t.iter().any(|v| v.summary.contains("DROPS")),
+        "no tamper violation for the bpf(2) on DROPS: {t:#?}"
+    );
+}
+
+/// ptrace, process_vm_readv/writev, /proc/MONITOR/{maps,environ,mem,fd/N}, pidfd_getfd and
+/// pidfd_send_signal on the monitor: before issue 13 all allowed and unrecorded (only plain
+/// reads of /proc files). Now each is a tamper violation naming the monitor.
+#[test]
+fn reaching_into_the_monitor_is_tamper() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let script = format!(
+        "ATTACK_HOME={h} {bin}",
+        h = home.display(),
+        bin = env!("CARGO_BIN_EXE_attack-ptrace")
+    );
+    let r = run_attack(dir, &["--fail-on", "tamper"], &script);
+    assert_eq!(r.code(), Some(3), "stderr: {}", r.stderr());
+    let t = tamper(&r);
+    let said = |needle: &str| t.iter().any(|v| v.summary.contains(needle));
+    for needle in [
+        "ptrace(PTRACE_ATTACH)",
+        "ptrace(PTRACE_SEIZE)",
+        "process_vm_readv",
+        "process_vm_writev",
+        "/mem",
+        "/environ",
+        "pidfd_getfd",
+        "opened the monitor's own file",
+    ] {
+        assert!(said(needle), "no tamper violation with {needle:?}: {t:#?}");
+    }
+}
+
+/// SIGKILL of the monitor within the first milliseconds: before issue 13 the log was empty
+/// ("not an evidence log", exit 1). Later, the last 100–200 ms were still buffered: a key read
+/// 50 ms before the kill was missing. Now the start record is on disk before the agent runs
+/// and every drain is written within ~10 ms: `verify` says unended (5), with the read.
+#[test]
+fn a_killed_monitor_leaves_an_unended_log_with_what_came_before() {
+    for (delay, act) in [("0", false), ("0", true), ("60", true), ("300", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let home = attack_home(dir.path());
+        let log = dir.path().join("log.jsonl");
+        let mut args = vec![delay.to_string()];
+        if act {
+            args.push("act".into());
+        }
+        let out = command()
+            .args(["run", "--headless", "--log"])
+            .arg(&log)
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_attack-kill-monitor"))
+            .args(&args)
+            .env("ATTACK_HOME", &home)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            None,
+            "the monitor was not killed (delay {delay}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = command().arg("verify").arg(&log).output().unwrap();
+        assert_eq!(
+            v.status.code(),
+            Some(5),
+            "delay {delay} act {act}: {}",
+            String::from_utf8_lossy(&v.stderr)
+        );
+        // Acted, then 60 ms or more before the kill: the read is in the log.
+        if act && delay != "0" {
+            let text = std::fs::read_to_string(&log).unwrap();
+            assert!(
+                text.contains("id_rsa"),
+                "delay {delay}: the key read before the kill is not in the log"
+            );
+        }
+    }
+}
+
+/// The anchor: a log rewritten after the run (the key read removed, every hash recomputed)
+/// still passed `verify` before issue 13, and nothing printed its full head. Now the capture
+/// prints `N records, head H` to stderr at the end, and `verify --head H --records N` refuses
+/// the rechained log (the original passes).
+#[test]
+fn a_rechained_log_fails_against_the_printed_anchor() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let key = home.join(".ssh/id_rsa");
+    let r = run_in(dir, &[], &["cat", key.to_str().unwrap()]);
+    let err = r.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("head") && l.ends_with("(end)"))
+        .unwrap_or_else(|| panic!("no end anchor on stderr: {err}"));
+    let (records, head) = {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let i = words.iter().position(|w| *w == "records,").unwrap();
+        (words[i - 1].to_string(), words[i + 2].to_string())
+    };
+    assert_eq!(head.len(), 64, "a full hash: {line}");
+    let verify = |log: &Path, anchored: bool| {
+        let mut c = command();
+        c.arg("verify").arg(log);
+        if anchored {
+            c.args(["--head", &head, "--records", &records]);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(
+        verify(&r.log, true).0,
+        Some(0),
+        "{:?}",
+        verify(&r.log, true)
+    );
+    let forged = r.dir.path().join("forged.jsonl");
+    let status = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/attacks/rechain.py"))
+        .arg(&r.log)
+        .arg("--out")
+        .arg(&forged)
+        .output()
+        .unwrap();
+    // Its stderr line is kept out of the test's own output: the 6.1 guest reads that output
+    // line by line for each test's result.
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(!std::fs::read_to_string(&forged).unwrap().contains("id_rsa"));
+    assert_eq!(
+        verify(&forged, false).0,
+        Some(0),
+        "the rechained chain alone looks intact"
+    );
+    let (code, msg) = verify(&forged, true);
+    assert_eq!(code, Some(1), "{msg}");
+    assert!(msg.contains("DOES NOT MATCH THE ANCHOR"), "{msg}");
+}
+
+/// 16,500 threads blocked in connect() filled the per-syscall PENDING map: before issue 13 a
+/// rename over .bashrc, a TCP connect and an unlink made then were not recorded and nothing
+/// was lost. Now the exits read their arguments from the saved registers (no table to fill):
+/// all three are recorded.
+#[test]
+fn thousands_of_threads_in_connect_hide_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let script = format!(
+        "ATTACK_HOME={h} {bin}",
+        h = home.display(),
+        bin = env!("CARGO_BIN_EXE_attack-pending")
+    );
+    let r = run_attack(dir, &["--allow-net", "10.0.0.0/8"], &script);
+    let bashrc = home.join(".bashrc").display().to_string();
+    assert!(
+        r.files()
+            .iter()
+            .any(|f| f["op"] == "rename" && f["new_path"] == bashrc.as_str()),
+        "the rename over .bashrc is missing; stderr: {}",
+        r.stderr()
+    );
+    assert!(
+        r.network()
+            .iter()
+            .any(|n| n["op"] == "connect" && n["addr"] == "127.0.0.1"),
+        "the TCP connect is missing: {:#?}",
+        r.network()
+    );
+    assert!(
+        r.files().iter().any(|f| f["op"] == "delete"),
+        "the unlink is missing"
+    );
+}
+
+/// The log and the OCSF export taken away or cut through their paths (rm, mv away, another
+/// file moved over the log, truncate(2)): none of these opens the file, so before, nothing was
+/// recorded (exit 0 with `--fail-on tamper`, "no violations"). Now each is a tamper violation
+/// naming the file and what was done, with the pid of the rm or mv when the session saw it.
+#[test]
+fn outputs_deleted_moved_replaced_or_truncated_are_tamper() {
+    let cases = [
+        ("log", "deleted", "rm -f \"$LOG\""),
+        ("log", "renamed away", "mv \"$LOG\" \"$LOG.away\""),
+        (
+            "log",
+            "another file was put at",
+            "echo forged >\"$LOG.new\"; mv \"$LOG.new\" \"$LOG\"",
+        ),
+        (
+            "log",
+            "truncated",
+            "python3 -c 'import os, sys; os.truncate(sys.argv[1], 0)' \"$LOG\"",
+        ),
+        ("ocsf", "renamed away", "mv \"$OCSF\" \"$OCSF.away\""),
+    ];
+    for (file, said, act) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (report, log, ocsf) = (
+            dir.path().join("report.json"),
+            dir.path().join("log.jsonl"),
+            dir.path().join("ocsf.jsonl"),
+        );
+        // The agent acts, then goes on a little (the capture checks its outputs as it runs).
+        let script = format!("{act}; sleep 0.2; cat /etc/hostname >/dev/null");
+        let out = command()
+            .args([
+                "run",
+                "--headless",
+                "--linger",
+                "0.3",
+                "--fail-on",
+                "tamper",
+            ])
+            .arg("--report")
+            .arg(&report)
+            .arg("--log")
+            .arg(&log)
+            .arg("--ocsf")
+            .arg(&ocsf)
+            .args(["--", "sh", "-c", &script])
+            .env("LOG", &log)
+            .env("OCSF", &ocsf)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{act}: {stderr}");
+        let text = std::fs::read_to_string(&report).unwrap();
+        let typed: Report = serde_json::from_str(&text).unwrap();
+        let name = if file == "log" {
+            "log.jsonl"
+        } else {
+            "ocsf.jsonl"
+        };
+        let t: Vec<&Violation> = typed
+            .violations
+            .iter()
+            .filter(|v| v.kind == ViolationKind::Tamper)
+            .collect();
+        let hit = t
+            .iter()
+            .find(|v| v.summary.contains(said) && v.summary.contains(name))
+            .unwrap_or_else(|| panic!("{act}: no tamper violation saying {said:?}: {t:#?}"));
+        // rm and mv are file records of the session: the violation names who.
+        if !act.starts_with("python3") {
+            assert!(
+                hit.summary.contains("renamed or deleted it"),
+                "{act}: the pid of the rm or mv is not named: {hit:#?}"
+            );
+        }
+    }
+}
