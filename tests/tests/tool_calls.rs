@@ -125,9 +125,9 @@ fn every_child_of_the_agent_is_a_step_and_every_effect_names_its_step() {
         }
     }
     assert_eq!(r.exec_of(&["sh", &sh])["tool_call"], Value::Null);
-    assert_eq!(file(&r, &d.join("a.txt"), "write")["tool_call"], "1");
+    assert_eq!(file(&r, &d.join("a.txt"), "create")["tool_call"], "1");
     assert_eq!(step(&r, "1")["files_changed"], 1);
-    let own = file(&r, &d.join("own.txt"), "write");
+    let own = file(&r, &d.join("own.txt"), "create");
     assert_eq!(
         own["tool_call"],
         Value::Null,
@@ -146,7 +146,7 @@ fn every_child_of_the_agent_is_a_step_and_every_effect_names_its_step() {
 
     // The leftover: its processes are step 5's, and what they did after the step ended is
     // marked, the first of it an `outlived` finding of step 5.
-    let late = file(&r, &d.join("late.txt"), "write");
+    let late = file(&r, &d.join("late.txt"), "create");
     assert_eq!(late["tool_call"], "5", "{late}");
     assert_eq!(late["after_step"], true, "{late}");
     let sleeper = r.exec_of(&["sleep", "0.3"]);
@@ -177,13 +177,16 @@ fn every_child_of_the_agent_is_a_step_and_every_effect_names_its_step() {
         outlived[0]
     );
 
-    // The summary names the step of each finding.
+    // The summary names the step of each finding (Markdown: `>` is written `&gt;`).
     let text = std::fs::read_to_string(&summary).unwrap();
     assert!(
-        text.contains(&format!("step 2 `cat {} > /dev/null`", key.display())),
+        text.contains(&format!("step 2 `cat {} &gt; /dev/null`", key.display())),
         "{text}"
     );
-    assert!(text.contains("step 5 `setsid sh -c"), "{text}");
+    assert!(
+        text.contains("**Findings by step**: step 2 credential, step 5 outlived"),
+        "{text}"
+    );
     assert!(text.contains("**Tool calls**: 6"), "{text}");
 }
 
@@ -309,7 +312,7 @@ fn the_transcript_is_reconciled_with_what_ran() {
     let unobserved = t["unobserved"].as_array().unwrap();
     assert_eq!(unobserved.len(), 1, "{t}");
     assert_eq!(unobserved[0]["id"], "toolu_9");
-    let own = file(&r, &d.join("own.txt"), "write");
+    let own = file(&r, &d.join("own.txt"), "create");
     assert_eq!(
         (own["declared"].clone(), own["declared_by"].clone()),
         (true.into(), "toolu_w".into())

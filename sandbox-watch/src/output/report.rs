@@ -1076,20 +1076,10 @@ impl Report {
                 format!("; not seen: {}", self.probe.gaps.join("; "))
             }
         ));
-        // The first findings with their steps, one row each (the summary is one screen; the
-        // report's violations have them all).
-        if !self.violations.is_empty() {
-            s.push_str(&format!("- **Findings**: {}\n", self.violations.len()));
-            for v in self.violations.iter().take(FINDINGS_SHOWN) {
-                let line = format!("{}: {}", v.kind.as_str(), self.finding(v));
-                s.push_str(&format!("  - {}\n", cut(&line, 110)));
-            }
-            if self.violations.len() > FINDINGS_SHOWN {
-                s.push_str(&format!(
-                    "  - and {} more in the report's violations\n",
-                    self.violations.len() - FINDINGS_SHOWN
-                ));
-            }
+        // Each finding's step, grouped, on one row (the summary is one screen; the first line
+        // has the first finding in full, the report's violations have them all).
+        if let Some(line) = self.findings_line() {
+            s.push_str(&line);
         }
         if let Some(log) = &self.log {
             // The full anchor: `verify --head` checks a log against it.
@@ -1106,9 +1096,6 @@ impl Report {
         s
     }
 }
-
-/// How many findings the summary lists (each one row).
-const FINDINGS_SHOWN: usize = 8;
 
 /// At most `n` characters, the cut marked with `…`.
 fn cut(text: &str, n: usize) -> String {
@@ -1144,8 +1131,8 @@ impl Report {
             .cloned()
             .collect::<Vec<_>>()
             .join(", ");
-        Some(format!(
-            "- **Tool calls**: {} ({failed} failed){}\n",
+        let line = format!(
+            "- **Tool calls**: {} ({failed} failed){}",
             self.tool_calls.len(),
             match outlived.len() {
                 0 => String::new(),
@@ -1155,7 +1142,38 @@ impl Report {
                     n - 10
                 ),
             }
-        ))
+        );
+        Some(format!("{}\n", cut(&line, 119)))
+    }
+
+    /// `- **Findings by step**: step 5 outlived, step 2 credential ×2, the agent itself
+    /// persistence`: in the findings' order, cut to one row; when the agent had steps.
+    fn findings_line(&self) -> Option<String> {
+        if self.tool_calls.is_empty() || self.violations.is_empty() {
+            return None;
+        }
+        let mut groups: Vec<(String, &str, usize)> = Vec::new();
+        for v in &self.violations {
+            let who = match (&v.tool_call, v.pid) {
+                (ToolCallRef::Step(id), _) => format!("step {}", clean(id)),
+                (ToolCallRef::Agent, Some(_)) => "the agent itself".to_string(),
+                _ => "no step".to_string(),
+            };
+            let kind = v.kind.as_str();
+            match groups.iter_mut().find(|(w, k, _)| *w == who && *k == kind) {
+                Some(g) => g.2 += 1,
+                None => groups.push((who, kind, 1)),
+            }
+        }
+        let items: Vec<String> = groups
+            .iter()
+            .map(|(who, kind, n)| match n {
+                1 => format!("{who} {kind}"),
+                n => format!("{who} {kind} ×{n}"),
+            })
+            .collect();
+        let line = format!("- **Findings by step**: {}", items.join(", "));
+        Some(format!("{}\n", cut(&line, 119)))
     }
 
     /// A violation as the summary says it: with the step it happened under ("step 2 `cat
