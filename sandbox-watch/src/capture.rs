@@ -488,6 +488,8 @@ impl Capture {
                 userns: None,
                 cgroup_id: None,
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
+                tool_call: Default::default(),
+                after_step: false,
                 output: None,
                 tried: Vec::new(),
             };
@@ -898,6 +900,7 @@ impl Capture {
                 violation: Some(v.kind),
                 pid: v.pid,
                 summary: v.summary.clone(),
+                tool_call: v.tool_call.clone(),
             };
             self.emit(end_ns, Record::Violation(v));
         }

@@ -123,6 +123,10 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         result: None,
         link_to: None,
         link: None,
+        tool_call: Default::default(),
+        after_step: false,
+        declared: None,
+        declared_by: None,
         same_inode_as: None,
     }
 }
@@ -312,6 +316,8 @@ fn entry(pid: u32, op: NetOp, proto: String, at: &str) -> NetEntry {
         packets: None,
         bytes: None,
         socket: None,
+        tool_call: Default::default(),
+        after_step: false,
     }
 }
 
@@ -585,6 +591,8 @@ fn net_syscall(
         packets: None,
         bytes: None,
         socket,
+        tool_call: Default::default(),
+        after_step: false,
     }))
 }
 

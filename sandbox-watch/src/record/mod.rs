@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use crate::output::report::{Agent, ContainerRef, ProbeInfo, ProcessEntry, Target};
 use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
+use crate::state::tool_calls::ToolCallRef;
 pub use words::{IN_PROGRESS, NetOp, Op, Verdict, ViolationKind};
 
 /// One record of the evidence log.
@@ -446,6 +447,9 @@ pub struct Violation {
     pub violation: Option<ViolationKind>,
     pub pid: Option<u32>,
     pub summary: String,
+    /// The tool call it happened under (null: the agent itself); older logs did not say.
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
 }
 
 /// An act on the monitor, or a sign that records were taken from it.

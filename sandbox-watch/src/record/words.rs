@@ -177,6 +177,12 @@ pub enum ViolationKind {
     /// taken from it, or a caller raced the kernel (what its memory said is not what the
     /// kernel did).
     Tamper,
+    /// A step's process acted after the step's own process had ended (a `nohup`, `setsid` or
+    /// `&` leftover that wrote, connected or ran a program later).
+    Outlived,
+    /// A credential, persistence, outside or network finding under a step the agent's
+    /// transcript does not declare (`--transcript`).
+    Undeclared,
     /// `--otlp`: records not delivered to the collector by the end.
     Export,
 }
@@ -190,6 +196,8 @@ impl ViolationKind {
         ViolationKind::Lost,
         ViolationKind::Leftover,
         ViolationKind::Tamper,
+        ViolationKind::Outlived,
+        ViolationKind::Undeclared,
         ViolationKind::Export,
     ];
 
@@ -202,6 +210,8 @@ impl ViolationKind {
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
             ViolationKind::Tamper => "tamper",
+            ViolationKind::Outlived => "outlived",
+            ViolationKind::Undeclared => "undeclared",
             ViolationKind::Export => "export",
         }
     }

@@ -7,6 +7,7 @@ use procfs::net::{TcpNetEntry, TcpState, UdpNetEntry, UdpState};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{FlowCount, IN_PROGRESS, Listening, NetOp, NetResult, NetTamper, Verdict};
+use crate::state::tool_calls::ToolCallRef;
 use sandbox_watch_common::abi::{
     AF_PACKET, AF_UNIX, AF_VSOCK, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP,
     SOCK_DGRAM, SOCK_STREAM,
@@ -65,6 +66,14 @@ pub struct NetEntry {
     /// `net_result` with its outcome names too. Not in the report.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub socket: Option<u64>,
+    /// The tool call it is under (see `state::tool_calls`): a step's id, or null for the agent
+    /// itself; not in the log's records (the session works it out).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
+    /// It happened (or, counted into one entry, happened again) after its step's own process
+    /// had ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_step: bool,
 }
 
 fn one() -> u64 {
@@ -346,6 +355,8 @@ mod tests {
             packets: None,
             bytes: None,
             socket,
+            tool_call: Default::default(),
+            after_step: false,
         }
     }
 
