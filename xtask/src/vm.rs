@@ -302,7 +302,10 @@ pub fn run() -> anyhow::Result<()> {
         .collect();
     if outcome.lockup.is_some()
         && !rerun.is_empty()
-        && outcome.bins.iter().all(|b| b.pass || !b.ran)
+        && outcome
+            .bins
+            .iter()
+            .all(|b| b.pass || (!b.ran && b.failed.is_empty()))
     {
         let first = dir.join("console-1.log");
         fs::rename(&console, &first)?;
@@ -314,7 +317,11 @@ pub fn run() -> anyhow::Result<()> {
             names.join(", ")
         );
         fs::write(&script, guest_script(&rerun, &sandbox_watch))?;
-        let again = self::boot(&kernel, &initrd, &script, &keep, &console, timeout)?;
+        // One bound for both boots: the second gets what the first left.
+        let left = timeout
+            .saturating_sub(boot.wall)
+            .max(Duration::from_secs(60));
+        let again = self::boot(&kernel, &initrd, &script, &keep, &console, left)?;
         let outcome2 = evaluate(&rerun, &again);
         let second = self::summary(
             &kernel,

@@ -347,7 +347,10 @@ pub fn reconcile(report: &mut Report, path: &str, t: Transcript) {
     }
     let mut matched = vec![false; report.tool_calls.len()];
     let mut forged = 0usize;
-    for d in t.declared {
+    for mut d in t.declared {
+        // Redacted as an observed command is (the tool call's command is its redacted argv's
+        // script): so the two compare, and no secret of the transcript reaches the report.
+        d.command = d.command.map(|c| redact_command(&c));
         if let Some(command) = &d.command {
             info.declared += 1;
             let want = normalized(command);
@@ -448,6 +451,13 @@ pub fn reconcile(report: &mut Report, path: &str, t: Transcript) {
     report.transcript = Some(info);
 }
 
+/// A shell command with its secrets redacted as the same command run by `sh -c` would be.
+fn redact_command(command: &str) -> String {
+    let argv = ["sh".to_string(), "-c".to_string(), command.to_string()];
+    let (mut out, _) = crate::judge::redact::redact_argv(&argv);
+    out.pop().unwrap_or_default()
+}
+
 /// Reads `--transcript` (a path, or `auto`) and reconciles; a file that cannot be read is a
 /// sentence in the report's `transcript.problems`, not a failure of the capture.
 pub fn apply(report: &mut Report, option: &str) {
@@ -533,6 +543,38 @@ mod tests {
         );
         assert_eq!(t.formats, ["codex"]);
         assert_eq!(t.declared[0].command.as_deref(), Some("cargo test"));
+    }
+
+    #[test]
+    fn a_declared_secret_is_redacted_and_still_matches_its_step() {
+        let secret = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH";
+        let command = format!("curl -H 'Authorization: Bearer {secret}' http://127.0.0.1:9/");
+        let redacted = redact_command(&command);
+        assert!(!redacted.contains(secret), "{redacted}");
+        assert!(
+            redacted.starts_with("curl -H 'Authorization: "),
+            "{redacted}"
+        );
+        let line = serde_json::json!({"tool": "shell", "command": command}).to_string();
+        let t = parsed(&line);
+        let mut report = crate::output::report::tests::report(vec![]);
+        report
+            .tool_calls
+            .push(crate::state::tool_calls::ToolCallEntry {
+                id: "1".into(),
+                command: Some(redacted.clone()),
+                ..Default::default()
+            });
+        reconcile(&mut report, "t.jsonl", t);
+        assert_eq!(report.tool_calls[0].declared, Some(true));
+        let info = report.transcript.as_ref().unwrap();
+        assert!(info.unobserved.is_empty() && info.undeclared.is_empty());
+        // Not matched: the unobserved declaration is kept redacted.
+        let t = parsed(&line);
+        let mut report = crate::output::report::tests::report(vec![]);
+        reconcile(&mut report, "t.jsonl", t);
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(!json.contains(secret), "{json}");
     }
 
     #[test]

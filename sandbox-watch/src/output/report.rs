@@ -623,7 +623,12 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 t.caller_netns.unwrap_or(0)
             ));
         }
-        out.push(Violation::new(
+        let step = processes
+            .iter()
+            .rfind(|p| p.pid == t.pid)
+            .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
+        out.push(Violation::in_step(
+            step,
             ViolationKind::Tamper,
             Some(t.pid),
             clean(&format!(
@@ -786,7 +791,8 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     }
     // A connect to a resolver that carried allowed DNS questions is their transport (a UDP
     // socket connected to port 53, then send()); the questions are judged, not the socket.
-    if n.port == Some(53)
+    if n.op == NetOp::Connect
+        && n.port == Some(53)
         && network.iter().any(|d| {
             d.op == NetOp::Dns
                 && d.pid == n.pid
@@ -797,13 +803,18 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
         return true;
     }
     // The datagrams that carried DNS questions: the questions are judged, each on its own.
-    if n.op == NetOp::Send
-        && n.port == Some(53)
-        && network
+    // Only as many datagrams as questions were read: any more to port 53 (through an API
+    // whose data the DNS decoder does not see, such as io_uring or write()) are judged as a
+    // flow, so one allowed question cannot open a channel to any server's port 53.
+    if n.op == NetOp::Send && n.port == Some(53) {
+        let questions: u64 = network
             .iter()
-            .any(|d| d.op == NetOp::Dns && d.pid == n.pid && d.addr == n.addr)
-    {
-        return true;
+            .filter(|d| d.op == NetOp::Dns && d.pid == n.pid && d.addr == n.addr)
+            .map(|d| d.count)
+            .sum();
+        if questions > 0 && n.packets.unwrap_or(n.count) <= questions {
+            return true;
+        }
     }
     let names: Vec<&str> = network
         .iter()
@@ -1456,7 +1467,7 @@ fn list_or_none(items: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -1469,7 +1480,29 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
-    fn report(files: Vec<FileEntry>) -> Report {
+    #[test]
+    fn one_allowed_dns_question_does_not_open_port_53_to_more_datagrams() {
+        let policy = Policy::new(vec![
+            crate::judge::netpolicy::parse_rule("example.com:443").unwrap(),
+        ]);
+        let entry = |v: serde_json::Value| -> NetEntry {
+            let mut base = json!({"pid": 7, "proto": "udp", "addr": "203.0.113.9", "port": 53,
+                "result": "ok", "verdict": "inside", "count": 1, "first_at": "", "last_at": ""});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            serde_json::from_value(base).unwrap()
+        };
+        let question = entry(json!({"op": "dns", "name": "example.com", "count": 2}));
+        let carried = entry(json!({"op": "send", "packets": 2}));
+        let more = entry(json!({"op": "send", "packets": 40}));
+        let network = vec![question.clone(), carried.clone(), more.clone()];
+        assert!(policy_allows(&policy, &network, &question));
+        assert!(policy_allows(&policy, &network, &carried));
+        assert!(!policy_allows(&policy, &network, &more));
+    }
+
+    pub(crate) fn report(files: Vec<FileEntry>) -> Report {
         assemble(
             Parts {
                 target: Target {

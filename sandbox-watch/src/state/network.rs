@@ -272,6 +272,7 @@ impl Network {
                 if let Some(&i) = first.get(&key) {
                     let into = &mut out[i];
                     into.count += e.count;
+                    into.after_step |= e.after_step;
                     if let Some(p) = e.packets {
                         *into.packets.get_or_insert(0) += p;
                     }

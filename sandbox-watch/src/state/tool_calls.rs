@@ -141,7 +141,7 @@ impl ToolCalls {
 }
 
 /// A tool call in the report.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ToolCallEntry {
     pub id: String,
     pub pid: u32,
