@@ -219,8 +219,11 @@ fn attrs(list: &Value) -> Map<String, Value> {
 
 fn received(path: &Path) -> Vec<Received> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
+    // The collector may be writing as this reads: only whole lines (a request the sink has
+    // not finished writing is read on the next call).
+    let whole = text.rfind('\n').map_or("", |i| &text[..=i]);
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    for line in whole.lines().filter(|l| !l.trim().is_empty()) {
         let req: Value = serde_json::from_str(line).expect("the sink writes JSON");
         for rl in req["resourceLogs"].as_array().unwrap() {
             let resource = attrs(&rl["resource"]["attributes"]);
