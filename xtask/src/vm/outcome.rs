@@ -98,7 +98,7 @@ pub(super) fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
     let mut sections: HashMap<String, (f64, usize, Option<End>)> = HashMap::new();
     for (i, (t, line)) in boot.lines.iter().enumerate() {
         let n = i + 1;
-        if o.lockup.is_none() && line.contains("BUG: soft lockup") {
+        if o.lockup.is_none() && line.contains(LOCKUP) {
             o.lockup = Some(n);
         }
         let Some((word, kv, args)) = marker(line) else {
