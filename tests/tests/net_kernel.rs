@@ -14,6 +14,30 @@ fn find(r: &Run, f: impl Fn(&Value) -> bool) -> Vec<&Value> {
     r.network().iter().filter(|n| f(n)).collect()
 }
 
+/// How long a test waits for its capture's program to act: the capture starts first (in the
+/// 6.1 TCG guest loading the probe takes ~30 s), so a listener that gave up sooner freed its
+/// trap before the connect came, or left its capture waiting forever.
+const PATIENCE: Duration = Duration::from_secs(300);
+
+/// The next connection on `l`, or a panic after PATIENCE (a test fails, it never hangs).
+fn accept(l: &TcpListener) -> (TcpStream, std::net::SocketAddr) {
+    l.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match l.accept() {
+            Ok((c, peer)) => {
+                c.set_nonblocking(false).unwrap();
+                return (c, peer);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "no connection came");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
 /// A TCP listener on 127.0.0.1 that takes one connection and reads it to its end, in a thread:
 /// (port, a handle giving the peer's address and the bytes).
 fn tcp_listener() -> (
@@ -23,7 +47,7 @@ fn tcp_listener() -> (
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let h = std::thread::spawn(move || {
-        let (mut c, peer) = l.accept().unwrap();
+        let (mut c, peer) = accept(&l);
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut data = Vec::new();
         let _ = c.read_to_end(&mut data);
@@ -228,14 +252,14 @@ fn an_accepted_inbound_connection_has_the_dialers_address_and_port() {
     let portfile = dir.path().join("port");
     let py = r#"
 import socket, sys
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); l.settimeout(300)
 open(sys.argv[1] + ".tmp", "w").write(str(l.getsockname()[1]))
 import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 c, peer = l.accept(); c.recv(100); c.close()
 "#;
     let pf = portfile.clone();
     let dialer = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + PATIENCE;
         let port: u16 = loop {
             if let Ok(p) = std::fs::read_to_string(&pf) {
                 break p.parse().unwrap();
@@ -310,13 +334,13 @@ fn slow_listener() -> (
     };
     let h = std::thread::spawn(move || {
         let before = overflows();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + PATIENCE;
         while overflows() == before && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let (f, _) = l.accept().unwrap();
+        let (f, _) = accept(&l);
         drop((f, filler));
-        let (mut c, peer) = l.accept().unwrap();
+        let (mut c, peer) = accept(&l);
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut data = Vec::new();
         let _ = c.read_to_end(&mut data);

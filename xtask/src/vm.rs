@@ -16,7 +16,9 @@
 //! turns "qemu is missing and cannot be installed" into a skip with exit status 0;
 //! `SW_VM_NO_BUILD=1` skips setup and the release build of sandbox-watch (the binary already
 //! in target/release is used; the test binaries are still built); `SW_VM_ONLY=tamper,files`
-//! runs only those test binaries of the list (for development: CI runs them all).
+//! runs only those test binaries of the list, and `SW_VM_TESTS=name,name` only those tests of
+//! them, and `SW_VM_PRE=script.sh` runs that script in the guest before them (all three for
+//! development: CI runs every test and no script).
 //!
 //! A guest kernel that hangs (a soft lockup: twice in four full runs of this TCG guest, in a
 //! `sandbox-watch` process; not yet explained) ends its boot at once with the kernel's trace in
@@ -227,7 +229,7 @@ fail "switch_root failed"
 struct Planned {
     name: &'static str,
     exe: Option<PathBuf>,
-    filters: &'static [&'static str],
+    filters: Vec<&'static str>,
     /// Filters naming no test of this build.
     missing: Vec<&'static str>,
 }
@@ -450,8 +452,17 @@ fn plan(bins: &HashMap<String, PathBuf>) -> anyhow::Result<Vec<Planned>> {
                 .join(",")
         );
     }
+    let tests = std::env::var("SW_VM_TESTS").ok();
     for &(name, filters) in GUEST_TESTS {
         if only.as_ref().is_some_and(|o| !o.contains(&name)) {
+            continue;
+        }
+        let filters: Vec<&'static str> = filters
+            .iter()
+            .copied()
+            .filter(|f| tests.as_ref().is_none_or(|t| t.split(',').any(|w| w == *f)))
+            .collect();
+        if filters.is_empty() {
             continue;
         }
         let exe = bins.get(name).cloned();
@@ -551,6 +562,9 @@ run_tests() {{
         path = quote(&path),
         bin = quote(&sandbox_watch.to_string_lossy()),
     );
+    if let Ok(pre) = std::env::var("SW_VM_PRE") {
+        writeln!(s, "echo \"$M pre {q}\"; sh {q}", q = quote(&pre)).unwrap();
+    }
     for p in plan {
         let Some(exe) = &p.exe else { continue };
         let filters: Vec<String> = p.filters.iter().map(|f| quote(f)).collect();
