@@ -146,3 +146,61 @@ pub unsafe fn protect() -> Result<(), i32> {
     };
     Ok(())
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// Forks a child that installs the guard (with no_new_privs, so that the test needs no
+    /// root), then runs `call`; returns how the child ended.
+    fn under_guard(call: fn()) -> nix::sys::wait::WaitStatus {
+        let prog = libc::sock_fprog {
+            len: FILTER.len() as u16,
+            filter: FILTER.as_ptr().cast_mut(),
+        };
+        // SAFETY: the child makes only system calls before _exit.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || install(&prog).is_err()
+                {
+                    libc::_exit(2);
+                }
+                call();
+                libc::_exit(0);
+            },
+            nix::unistd::ForkResult::Parent { child } => {
+                nix::sys::wait::waitpid(child, None).unwrap()
+            }
+        }
+    }
+
+    #[test]
+    fn a_32_bit_or_x32_call_is_killed_and_a_64_bit_one_runs() {
+        use nix::sys::signal::Signal;
+        use nix::sys::wait::WaitStatus;
+        let native = under_guard(|| {
+            // SAFETY: getpid has no arguments.
+            unsafe { libc::syscall(libc::SYS_getpid) };
+        });
+        assert!(matches!(native, WaitStatus::Exited(_, 0)), "{native:?}");
+        let i386 = under_guard(|| {
+            // SAFETY: i386 getpid (20) through int 0x80: no arguments, no memory.
+            unsafe {
+                core::arch::asm!("int 0x80", inlateout("eax") 20 => _);
+            }
+        });
+        assert!(
+            matches!(i386, WaitStatus::Signaled(_, Signal::SIGSYS, _)),
+            "{i386:?}"
+        );
+        let x32 = under_guard(|| {
+            // SAFETY: x32 getpid: no arguments.
+            unsafe { libc::syscall(X32_BIT as libc::c_long | libc::SYS_getpid) };
+        });
+        assert!(
+            matches!(x32, WaitStatus::Signaled(_, Signal::SIGSYS, _)),
+            "{x32:?}"
+        );
+    }
+}
