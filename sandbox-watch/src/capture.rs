@@ -143,8 +143,13 @@ pub struct Capture {
     pub anchors: bool,
     /// The start record as logged (sent again to a TUI started later).
     start_logged: Option<Logged>,
-    /// How often the anchor is printed (headless).
+    /// How often the anchor is printed (headless) and a signed checkpoint written.
     pub checkpoint: Duration,
+    /// `run`: the agent's tree is under the seccomp guard that kills a 32-bit or x32 system
+    /// call with SIGSYS (`launch::guard`), so such a death is a tamper finding.
+    pub compat_guard: bool,
+    /// `run --protect`: the capabilities the agent's tree cannot have (the report says so).
+    pub dropped_capabilities: Vec<String>,
 }
 
 impl Capture {
@@ -198,6 +203,8 @@ impl Capture {
             anchors: true,
             checkpoint: Duration::from_secs(10),
             start_logged: None,
+            compat_guard: false,
+            dropped_capabilities: Vec::new(),
         }
     }
 
@@ -499,7 +506,10 @@ impl Capture {
 
     fn target(&self) -> Target {
         match &self.mode {
-            Mode::Run { command, pid } => record::target("run", command.clone(), Some(*pid)),
+            Mode::Run { command, pid } => Target {
+                dropped_capabilities: self.dropped_capabilities.clone(),
+                ..record::target("run", command.clone(), Some(*pid))
+            },
             Mode::Container { id, cgroup } => record::container_target(id.clone(), cgroup.clone()),
             // The attached process's own command line (read from /proc, redacted).
             Mode::Attach { pid, command } => record::target("attach", command.clone(), Some(*pid)),
@@ -517,6 +527,13 @@ impl Capture {
     /// cannot edit): how many records, and the last one's full hash. `verify --head H
     /// --records N` checks a log against it.
     pub fn anchor(&mut self, when: &str) {
+        // With --sign-key, a signed record vouches for the log so far (under the TUI too).
+        if when == "checkpoint"
+            && let Some(log) = self.log.as_mut()
+            && let Err(e) = log.checkpoint(SystemTime::now())
+        {
+            eprintln!("sandbox-watch: writing a signed checkpoint failed: {e}");
+        }
         if !self.anchors {
             return;
         }
@@ -577,7 +594,21 @@ impl Capture {
                     probe.take_read_count(key)
                 });
                 self.end_output(at, Some(header.tgid));
-                self.emit(at, Record::Exit(from_kernel::exit(&header, exit_code)));
+                let exit = from_kernel::exit(&header, exit_code);
+                let guarded = self.compat_guard && exit.signal == Some(libc::SIGSYS);
+                self.emit(at, Record::Exit(exit));
+                if guarded {
+                    let t = Tamper {
+                        pid: Some(header.tgid),
+                        op: "compat".into(),
+                        monitor: false,
+                        what: Some("SIGSYS".into()),
+                        target: None,
+                        path: None,
+                        summary: crate::launch::guard::summary(header.tgid),
+                    };
+                    self.emit(at, Record::Tamper(t));
+                }
             }
             Event::FileOpen(open) => {
                 let entry = from_kernel::open(&self.classifier, &open);

@@ -16,6 +16,9 @@ pub mod exit {
     pub const PROBE: u8 = 4;
     /// `verify` and `replay`: the log is intact but has no end record.
     pub const UNENDED: u8 = 5;
+    /// `verify --pubkey`: a signature does not check, the log has none, or its end record
+    /// is not signed (rechained, or forged after the capture ended).
+    pub const UNSIGNED: u8 = 6;
 }
 
 /// A usage error: exit 2 with this sentence (which says what to do).

@@ -26,10 +26,12 @@ fn main() -> ExitCode {
             log: Some(log),
             head,
             records,
+            pubkey,
             ..
         }) => Ok(cli::verify(
             &log,
             &sandbox_watch::output::verify::Anchor { head, records },
+            pubkey.as_deref(),
         )),
         Some(Command::Verify { log: None, .. }) => unreachable!("clap requires LOG or --otlp-json"),
         Some(Command::Ship(a)) => cli::ship(a),

@@ -362,3 +362,247 @@ fn outputs_deleted_moved_replaced_or_truncated_are_tamper() {
         }
     }
 }
+
+/// An Ed25519 key as `openssl genpkey -algorithm ed25519` writes it, and its public half as
+/// `openssl pkey -pubout` writes it, in a directory of their own (outside the agent's tree),
+/// mode 0600.
+fn sign_key() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("log.key");
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\n\
+         MC4CAQAwBQYDK2VwBCIEIDtDGH8yhnF2Lxk01Ow4OJQoYws+xB7ibuPMSAT6Stnt\n\
+         -----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let public = keys.path().join("log.pub");
+    std::fs::write(
+        &public,
+        "-----BEGIN PUBLIC KEY-----\n\
+         MCowBQYDK2VwAyEAAeHyal03V02GI+kh4pJE5bWPldUrjt0DLLTP7/7RV3c=\n\
+         -----END PUBLIC KEY-----\n",
+    )
+    .unwrap();
+    (keys, key, public)
+}
+
+/// `verify --pubkey`: status and stderr+stdout.
+fn verify_signed(log: &Path, public: &Path) -> (Option<i32>, String) {
+    let out = command()
+        .arg("verify")
+        .arg("--pubkey")
+        .arg(public)
+        .arg(log)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// `--sign-key`: the capture signs its start, a checkpoint every `--checkpoint` seconds and its
+/// end. Before it, a rechained log (the key read removed, every hash recomputed, as
+/// tests/attacks/rechain.py and the leftover daemon of forge_after_end.py do) passed `verify`
+/// (exit 0), and there was no `--sign-key` or `--pubkey` (clap exit 2). Now `verify --pubkey`
+/// passes the real log and fails the rechained one and one forged after the end that keeps
+/// the signed records and writes an unsigned end (exit 6, saying why); a log cut short says
+/// how far the signatures vouch (exit 5); a key file others may read is refused.
+#[test]
+fn a_signed_log_verifies_and_rechained_or_forged_logs_fail_its_signature() {
+    let (keys, key, public) = sign_key();
+    let key_arg = key.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let script = format!(
+        "cat {h}/.ssh/id_rsa >/dev/null; sleep 0.5",
+        h = home.display()
+    );
+    let r = run_attack(
+        dir,
+        &["--sign-key", key_arg, "--checkpoint", "0.2"],
+        &script,
+    );
+    let err = r.stderr();
+    assert!(
+        err.contains(
+            "signing the log with Ed25519 key \
+             01e1f26a5d37574d8623e921e29244e5b58f95d52b8edd032cb4cfeffed15777"
+        ),
+        "{err}"
+    );
+    let real = r.log.clone();
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert!(text.contains("id_rsa"), "{text}");
+    let checkpoints = text
+        .lines()
+        .filter(|l| l.contains(r#""kind":"checkpoint""#))
+        .count();
+    assert!(checkpoints >= 1, "no signed checkpoint in 0.5 s: {text}");
+    let (code, msg) = verify_signed(&real, &public);
+    assert_eq!(code, Some(0), "{msg}");
+    assert!(msg.contains("intact and signed"), "{msg}");
+
+    // A rechain with the signatures left as they are, and one that keeps the signed start
+    // and writes an unsigned end after it (the deeds after the start gone).
+    let rechained = r.dir.path().join("rechained.jsonl");
+    let out = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/attacks/rechain.py"))
+        .arg(&real)
+        .arg("--out")
+        .arg(&rechained)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !std::fs::read_to_string(&rechained)
+            .unwrap()
+            .contains("id_rsa")
+    );
+    let plain = command().arg("verify").arg(&rechained).output().unwrap();
+    assert_eq!(
+        plain.status.code(),
+        Some(0),
+        "the rechained chain alone looks intact"
+    );
+    let (code, msg) = verify_signed(&rechained, &public);
+    assert_eq!(code, Some(6), "{msg}");
+    assert!(msg.contains("SIGNATURE CHECK FAILED"), "{msg}");
+    let cut = r.dir.path().join("cut.jsonl");
+    let py = format!(
+        "import sys; sys.path.insert(0, {attacks:?}); import swlog\n\
+         r = swlog.read_log({real:?})\n\
+         end = {{k: v for k, v in r[-1].items() if k not in ('signature', 'signed_by')}}\n\
+         open({cut:?}, 'w').close()\n\
+         swlog.write_log({cut:?}, swlog.rechain(r[:1] + [end]))\n",
+        attacks = concat!(env!("CARGO_MANIFEST_DIR"), "/attacks"),
+        real = real.to_str().unwrap(),
+        cut = cut.to_str().unwrap(),
+    );
+    let out = Command::new("python3").args(["-c", &py]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, msg) = verify_signed(&cut, &public);
+    assert_eq!(code, Some(6), "{msg}");
+    assert!(
+        msg.contains("END NOT SIGNED") && msg.contains("records 0 to 0 only"),
+        "{msg}"
+    );
+    // Cut short (a killed monitor): unended, and how far the signatures vouch.
+    let short = r.dir.path().join("short.jsonl");
+    let head: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&short, head).unwrap();
+    let (code, msg) = verify_signed(&short, &public);
+    assert_eq!(code, Some(5), "{msg}");
+    assert!(
+        msg.contains("the signatures vouch for records 0 to"),
+        "{msg}"
+    );
+
+    // A key others may read is refused before anything starts.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let out = command()
+        .args(["run", "--headless", "--log"])
+        .arg(d.path().join("l.jsonl"))
+        .args(["--sign-key", key_arg, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
+    drop(keys);
+}
+
+/// The 32-bit door: `int 0x80` runs an i386 system call, which no syscall tracepoint sees.
+/// Before the guard, attack-compat read the key, connected out and appended to .bashrc that
+/// way with nothing recorded (exit 0, even with `--fail-on tamper`). Now `run` puts the agent
+/// under a seccomp filter (before its exec) that kills a 32-bit or x32 system call with
+/// SIGSYS before it runs: .bashrc is untouched, the shell sees status 159 (128 + SIGSYS), and
+/// the death is a tamper violation (exit 3).
+#[test]
+fn a_32_bit_system_call_is_refused_and_on_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let script = format!(
+        "ATTACK_HOME={h} {bin}; echo attack-compat status $? >&2",
+        h = home.display(),
+        bin = env!("CARGO_BIN_EXE_attack-compat")
+    );
+    let r = run_attack(dir, &["--fail-on", "tamper"], &script);
+    let err = r.stderr();
+    assert!(err.contains("attack-compat status 159"), "{err}");
+    assert_eq!(r.code(), Some(3), "stderr: {err}");
+    let t = tamper(&r);
+    assert!(
+        t.iter()
+            .any(|v| v.summary.contains("killed by SIGSYS") && v.summary.contains("32-bit")),
+        "no tamper violation for the refused 32-bit call: {t:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# test bashrc\n",
+        "the i386 write to .bashrc ran"
+    );
+    // A 64-bit program is untouched by the guard.
+    let ok = run_attack(
+        tempfile::tempdir().unwrap(),
+        &["--fail-on", "tamper"],
+        "echo 64-bit >/dev/null",
+    );
+    assert_eq!(ok.code(), Some(0), "stderr: {}", ok.stderr());
+}
+
+/// `run --protect`: the agent starts without CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and
+/// CAP_SYS_ADMIN in its bounding set, so even as root its bpf(2) fails with EPERM (without
+/// --protect the same call succeeds, as the first run shows; before it the option did not
+/// exist: clap exit 2), and the report says what was taken away.
+#[test]
+fn protect_takes_bpf_away_from_a_root_agent() {
+    let script = "grep CapBnd /proc/self/status >&2; python3 -c '\
+import ctypes, sys\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+attr = ctypes.create_string_buffer(16)\n\
+r = libc.syscall(321, 12, attr, 16)\n\
+print(\"bpf result\", r, \"errno\", ctypes.get_errno(), file=sys.stderr)'";
+    let open = run_attack(tempfile::tempdir().unwrap(), &[], script);
+    assert!(
+        open.stderr().contains("bpf result 0 errno 0"),
+        "as root without --protect, BPF_MAP_GET_NEXT_ID finds a map: {}",
+        open.stderr()
+    );
+    assert!(open.report["target"].get("dropped_capabilities").is_none());
+
+    let r = run_attack(tempfile::tempdir().unwrap(), &["--protect"], script);
+    let err = r.stderr();
+    assert!(
+        err.contains("bpf result -1 errno 1"),
+        "bpf(2) not refused: {err}"
+    );
+    let bnd = err
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no CapBnd line: {err}"));
+    for cap in [19, 21, 38, 39] {
+        assert_eq!(
+            bnd & (1 << cap),
+            0,
+            "capability {cap} still bounded: {bnd:x}"
+        );
+    }
+    assert_eq!(
+        r.report["target"]["dropped_capabilities"],
+        serde_json::json!(["CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"])
+    );
+}

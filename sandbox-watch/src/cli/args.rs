@@ -22,7 +22,7 @@ sudo sandbox-watch run --headless --fail-on outside,credential -- unshare -n pyt
 sudo sandbox-watch attach --duration 60 1234\n  sandbox-watch verify run.jsonl\n\n\
 Exit status: the agent's own (run), 3 when a --fail-on kind was found, 2 for a usage error, \
 4 when the probe cannot start, 1 for other errors. verify and replay: 1 for a tampered log, 5 \
-for one that never ended."
+for one that never ended; verify --pubkey: 6 when the signatures do not vouch for the log."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -63,6 +63,13 @@ pub enum Command {
         /// How many records the log must have (the count printed with the head).
         #[arg(long, value_name = "N", conflicts_with = "otlp_json")]
         records: Option<u64>,
+        /// Check the signatures of a log written with --sign-key against this public key
+        /// (PEM, from `openssl pkey -in KEY -pubout`, or the 64 hex digits the capture
+        /// printed). Exit 0: the signed end record vouches for the whole log; 5: unended,
+        /// and it says how far the signatures vouch; 6: a signature does not check, there is
+        /// none, or the end record is unsigned (the log was rechained or forged after the end).
+        #[arg(long, value_name = "PATH", conflicts_with = "otlp_json")]
+        pubkey: Option<PathBuf>,
     },
     /// Send finished logs to an OpenTelemetry collector over OTLP/HTTP (the same records as
     /// --otlp). Resumable: each log's cursor (LOG.otlp-cursor) says what the collector already
@@ -88,6 +95,17 @@ pub struct CaptureArgs {
     /// Overwrite an existing --log file.
     #[arg(long)]
     pub force: bool,
+    /// Sign the log's start record, a checkpoint record every --checkpoint seconds and its
+    /// end record with this Ed25519 private key (PKCS#8 PEM: `openssl genpkey -algorithm
+    /// ed25519 -out KEY`), so that `verify --pubkey KEY.pub` catches a log rechained or
+    /// forged after the end. The key must be one the agent cannot read: mode 600 (or 400),
+    /// not owned by the user the agent runs as, outside the directory it works in.
+    #[arg(long, value_name = "PATH")]
+    pub sign_key: Option<PathBuf>,
+    /// Seconds between checkpoints: the anchor printed to stderr (headless) and, with
+    /// --sign-key, a signed checkpoint record in the log.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = parse_secs)]
+    pub checkpoint: f64,
     #[command(flatten)]
     pub out: Outputs,
     /// The same events as OCSF 1.3 JSONL (Process Activity 1007, File System Activity 1001,
@@ -163,6 +181,12 @@ pub struct RunArgs {
     /// Run the agent as this user (name or uid). Default: the user who ran sudo, else yourself.
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
+    /// Start the agent without the capabilities it would need to attack its monitor:
+    /// CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYS_ADMIN are taken out of its bounding
+    /// set (and ambient set) before its exec, so no process of its tree, root or setuid,
+    /// can hold them; the report's target.dropped_capabilities says so.
+    #[arg(long)]
+    pub protect: bool,
     /// The agent's command line. Any bytes: an argument that is not UTF-8 is passed on as it
     /// is (and recorded escaped, `\xNN`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]

@@ -6,26 +6,43 @@ use super::outputs::{check_outputs, conclude, file_key, summary_option, summary_
 use super::say;
 use super::watch::{interactive, runtime, tui_options};
 use crate::error::{Result, Usage, exit};
+use crate::output::sign;
 use crate::output::verify::{self, Verdict};
 use crate::{replay, tui};
 
-/// `verify LOG [--head H] [--records N]`: the status is the verdict's (0 intact and ended, 1
-/// tampered, 5 unended); 1 as well when the log does not match the anchor given; 2 when the log
-/// cannot be read.
-pub fn verify(log: &Path, anchor: &verify::Anchor) -> u8 {
-    match verify::verify_with_head(log) {
-        Ok((v, head)) => {
+/// `verify LOG [--head H] [--records N] [--pubkey P]`: the status is the verdict's (0 intact
+/// and ended, 1 tampered, 5 unended); 1 as well when the log does not match the anchor given;
+/// 6 when the signatures do not vouch for it (see [`verify::Vouch::judge`]); 2 when the log or
+/// the key cannot be read.
+pub fn verify(log: &Path, anchor: &verify::Anchor, pubkey: Option<&Path>) -> u8 {
+    let key = match pubkey.map(sign::load_public).transpose() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("sandbox-watch: {e}");
+            return exit::USAGE;
+        }
+    };
+    let checked = match &key {
+        Some(key) => verify::verify_signed(log, key).map(|(v, h, vouch)| (v, h, Some(vouch))),
+        None => verify::verify_with_head(log).map(|(v, h)| (v, h, None)),
+    };
+    match checked {
+        Ok((v, head, vouch)) => {
             if let Some(why) = anchor.mismatch(&v, &head) {
                 eprintln!("{}: DOES NOT MATCH THE ANCHOR: {why}.", log.display());
                 return exit::OTHER;
             }
-            let msg = v.message(&log.display().to_string());
-            if v.exit_code() == 0 {
+            let shown = log.display().to_string();
+            let (code, msg) = match vouch {
+                Some(vouch) => vouch.judge(&v, &shown),
+                None => (v.exit_code(), v.message(&shown)),
+            };
+            if code == 0 {
                 say(&msg)
             } else {
                 eprintln!("{msg}")
             }
-            v.exit_code()
+            code
         }
         // No such file, a directory, no permission: the argument is wrong, as for `replay`.
         Err(e) => {

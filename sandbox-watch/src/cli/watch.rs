@@ -12,6 +12,7 @@ use crate::error::{Result, Usage};
 use crate::judge::{classify, identity, netpolicy, redact};
 use crate::kernel::probe::{Probe, ProbeOptions};
 use crate::launch::{container, target};
+use crate::output::sign::LogKey;
 use crate::output::{evidence, ocsf_out, otlp, report};
 use crate::state::processes;
 use crate::tui;
@@ -25,10 +26,35 @@ struct Prepared {
     ocsf: Option<ocsf_out::OcsfWriter>,
 }
 
+/// Who the agent is, for the check of a `--sign-key` file: the uid it runs as and the
+/// directory it works in, when known.
+#[derive(Default)]
+struct AgentSide {
+    uid: Option<u32>,
+    tree: Option<std::path::PathBuf>,
+}
+
 /// Checks the options every capture shares and opens the log, before anything starts; with
 /// `--otlp`, also starts sending the log as it is written.
-fn prepare(args: &CaptureArgs) -> Result<(Prepared, Option<Export>)> {
+fn prepare(args: &CaptureArgs, agent: AgentSide) -> Result<(Prepared, Option<Export>)> {
     let otlp = export::config(args)?;
+    if args.checkpoint < 0.1 {
+        return Err(Usage(format!(
+            "--checkpoint {}: give at least 0.1 seconds",
+            args.checkpoint
+        ))
+        .into());
+    }
+    if args.sign_key.is_some() && args.log.is_none() && otlp.is_none() {
+        return Err(Usage(
+            "--sign-key signs the evidence log: give --log PATH (or --otlp) too".into(),
+        )
+        .into());
+    }
+    let key = match &args.sign_key {
+        Some(path) => Some(LogKey::load(path, agent.uid, agent.tree.as_deref())?),
+        None => None,
+    };
     let mut globs = args.credentials.clone();
     if let Some(path) = &args.credentials_file {
         let text = std::fs::read_to_string(path)
@@ -54,10 +80,17 @@ fn prepare(args: &CaptureArgs) -> Result<(Prepared, Option<Export>)> {
         (Some(_), None) => Some(export::spool_path(args)?),
         _ => None,
     };
-    let log = match args.log.as_ref().or(spool.as_ref()) {
+    let mut log = match args.log.as_ref().or(spool.as_ref()) {
         Some(path) => Some(evidence::LogWriter::create(path, args.force)?),
         None => None,
     };
+    if let (Some(log), Some(key)) = (log.as_mut(), key) {
+        eprintln!(
+            "sandbox-watch: signing the log with Ed25519 key {} (check it with verify --pubkey)",
+            key.public_hex()
+        );
+        log.set_key(key);
+    }
     let ocsf = match &args.ocsf {
         Some(path) => Some(ocsf_out::OcsfWriter::create(path, args.force)?),
         None => None,
@@ -150,9 +183,16 @@ pub(super) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
-    let (mut prepared, export) = prepare(&args.capture)?;
-    let program = target::resolve_program(&args.command[0])?;
     let user = target::agent_user(args.user.as_deref())?;
+    let agent = AgentSide {
+        uid: Some(
+            user.as_ref()
+                .map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.uid.as_raw()),
+        ),
+        tree: std::env::current_dir().ok(),
+    };
+    let (mut prepared, export) = prepare(&args.capture, agent)?;
+    let program = target::resolve_program(&args.command[0])?;
     if let Some(u) = &user {
         prepared.roots.add(&u.home);
     }
@@ -179,7 +219,17 @@ pub fn run(args: RunArgs) -> Result<u8> {
         Some(_) => otlp::config::CREDENTIAL_VARS,
         None => &[],
     };
-    let child = target::fork_gated(&program, &args.command, user, withhold, terminal)?;
+    if args.protect {
+        crate::launch::guard::check_inheritable()?;
+    }
+    let child = target::fork_gated(
+        &program,
+        &args.command,
+        user,
+        withhold,
+        terminal,
+        args.protect,
+    )?;
     probe.trace(child.pid.as_raw() as u32)?;
     probe.seal()?;
     let mut capture = new_capture(
@@ -193,6 +243,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
         &args.capture,
     );
     capture.agent_netns = fixed_ns;
+    capture.compat_guard = true;
+    if args.protect {
+        capture.dropped_capabilities = crate::launch::guard::PROTECT
+            .iter()
+            .map(|(_, name)| name.to_string())
+            .collect();
+    }
     // The start record is on disk before the agent runs its first instruction: a kill of the
     // monitor at any moment leaves a log `verify` calls unended.
     capture.log_start();
@@ -228,7 +285,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
 }
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
-    let (mut prepared, export) = prepare(&args.capture)?;
+    let agent = AgentSide {
+        uid: std::fs::metadata(format!("/proc/{}", args.pid))
+            .ok()
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m)),
+        tree: std::fs::read_link(format!("/proc/{}/cwd", args.pid)).ok(),
+    };
+    let (mut prepared, export) = prepare(&args.capture, agent)?;
     if let Ok(cwd) = std::fs::read_link(format!("/proc/{}/cwd", args.pid)) {
         prepared.roots.add(&cwd);
     }
@@ -281,7 +344,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
 }
 
 pub fn container(args: ContainerArgs) -> Result<u8> {
-    let (prepared, export) = prepare(&args.capture)?;
+    let (prepared, export) = prepare(&args.capture, AgentSide::default())?;
     let c = container::resolve(&args.target)?;
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let mut options = probe_options(&args.capture, &prepared);
@@ -346,6 +409,7 @@ fn new_capture(mode: Mode, probe: Probe, prepared: Prepared, args: &CaptureArgs)
     capture.allow_net = args.allow_net.clone();
     capture.ocsf = prepared.ocsf;
     capture.capture_output = args.capture_output;
+    capture.checkpoint = Duration::from_secs_f64(args.checkpoint);
     capture
 }
 

@@ -1,2 +1,3 @@
 pub mod container;
+pub mod guard;
 pub mod target;

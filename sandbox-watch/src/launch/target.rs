@@ -147,6 +147,10 @@ pub fn pseudo_terminal() -> Result<(OwnedFd, OwnedFd), Usage> {
     Ok((pty.master, pty.slave))
 }
 
+/// The child's status word for a failed `--protect` is -(this + errno); for a failed seccomp
+/// guard, -errno; for a failed exec, errno.
+const PROTECT_FAILED: i32 = 0x1000;
+
 /// A forked child that waits at a gate until its pid is in the traced set, then execs.
 pub struct GatedChild {
     pub pid: Pid,
@@ -163,6 +167,7 @@ pub fn fork_gated(
     user: Option<AgentUser>,
     withhold: &[&str],
     terminal: Option<OwnedFd>,
+    protect: bool,
 ) -> Result<GatedChild, Usage> {
     // The bytes as given, UTF-8 or not.
     let to_c = |s: &OsStr| {
@@ -180,6 +185,11 @@ pub fn fork_gated(
             .collect()
     });
     let ids = user.as_ref().map(|u| (u.uid, u.gid));
+    let filter = super::guard::FILTER;
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
     let (gate_r, gate_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Usage(format!("pipe: {e}")))?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -216,6 +226,18 @@ pub fn fork_gated(
             }
             // Rust ignores SIGPIPE; the agent gets the default back.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            // The 32-bit door shut, with the monitor's privileges still (no no_new_privs).
+            // A failure is sent as a negative errno.
+            if let Err(err) = super::guard::install(&prog) {
+                let err = -err;
+                libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
+                libc::_exit(126);
+            }
+            if protect && let Err(err) = super::guard::protect() {
+                let err = -(PROTECT_FAILED + err);
+                libc::write(status_w.as_raw_fd(), (&raw const err).cast(), 4);
+                libc::_exit(126);
+            }
             if let Some((uid, gid)) = ids
                 && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(gid.as_raw()) != 0
@@ -255,7 +277,23 @@ impl GatedChild {
         let mut buf = [0u8; 4];
         let n = nix::unistd::read(&self.status, &mut buf).unwrap_or(0);
         if n == 4 {
-            let err = nix::errno::Errno::from_raw(i32::from_ne_bytes(buf));
+            let raw = i32::from_ne_bytes(buf);
+            if raw <= -PROTECT_FAILED {
+                let err = nix::errno::Errno::from_raw(-raw - PROTECT_FAILED);
+                return Err(Usage(format!(
+                    "--protect: cannot take the capabilities out of the agent's bounding set: \
+                     {}; run sandbox-watch as root",
+                    err.desc()
+                )));
+            }
+            let err = nix::errno::Errno::from_raw(raw.abs());
+            if raw < 0 {
+                return Err(Usage(format!(
+                    "cannot install the seccomp guard that refuses the agent's 32-bit \
+                     system calls: {}; run sandbox-watch as root",
+                    err.desc()
+                )));
+            }
             return Err(Usage(format!("cannot start the command: {}", err.desc())));
         }
         Ok(self.pid)

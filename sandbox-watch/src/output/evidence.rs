@@ -46,8 +46,9 @@
 //! `verify` proves that the file is one unbroken chain from a record 0 to its last line. It
 //! cannot tell a log that was rewritten whole, every hash recomputed, from the original: for
 //! that keep the last record's hash ([`LogWriter::head`], printed when the capture ends)
-//! somewhere else and compare it. Cutting lines off the end of a log (the `end` record with
-//! them) leaves an intact chain: that is reported as unended, not as tampered.
+//! somewhere else and compare it, or sign the log (`--sign-key`, see [`sign`](super::sign)).
+//! Cutting lines off the end of a log (the `end` record with them) leaves an intact chain:
+//! that is reported as unended, not as tampered.
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions, Permissions};
@@ -59,6 +60,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::sign::{self, LogKey};
 use super::watch::{Change, Watched};
 
 /// The `prev` of record 0.
@@ -110,6 +112,8 @@ pub struct LogWriter {
     written: u64,
     /// The file and its path, watched for a delete, rename, replace or truncate.
     watched: Watched,
+    /// `--sign-key`: signs the start, checkpoint and end records.
+    key: Option<LogKey>,
 }
 
 impl LogWriter {
@@ -181,6 +185,7 @@ impl LogWriter {
             pending: Vec::new(),
             written: 0,
             watched,
+            key: None,
         })
     }
 
@@ -206,9 +211,23 @@ impl LogWriter {
         for k in RESERVED_KEYS {
             obj.remove(k);
         }
-        // The kind's own fields, sorted, before the reserved keys join them.
+        let at = crate::time::rfc3339_nanos(at);
+        obj.insert("seq".into(), Value::from(self.seq));
+        obj.insert("prev".into(), Value::from(self.prev.as_str()));
+        obj.insert("at".into(), Value::from(at.as_str()));
+        obj.insert("kind".into(), Value::from(kind));
+        if let Some(key) = &self.key
+            && sign::signs(kind)
+        {
+            key.sign(&mut obj);
+        }
+        let hash = record_hash(&obj);
+        // The kind's own fields (a signature's among them), sorted, after the reserved keys.
         let mut tail = Vec::with_capacity(256);
-        let mut own: Vec<(&String, &Value)> = obj.iter().collect();
+        let mut own: Vec<(&String, &Value)> = obj
+            .iter()
+            .filter(|(k, _)| !RESERVED_KEYS.contains(&k.as_str()))
+            .collect();
         own.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         for (k, v) in own {
             tail.push(b',');
@@ -216,12 +235,6 @@ impl LogWriter {
             tail.push(b':');
             write_canonical(v, &mut tail);
         }
-        let at = crate::time::rfc3339_nanos(at);
-        obj.insert("seq".into(), Value::from(self.seq));
-        obj.insert("prev".into(), Value::from(self.prev.as_str()));
-        obj.insert("at".into(), Value::from(at.as_str()));
-        obj.insert("kind".into(), Value::from(kind));
-        let hash = record_hash(&obj);
 
         let line = &mut self.pending;
         let start = line.len();
@@ -306,6 +319,26 @@ impl LogWriter {
         let hash = self.write(at, record)?;
         self.sync()?;
         Ok(hash)
+    }
+
+    /// Signs the start, checkpoint and end records from now on (`--sign-key`).
+    pub fn set_key(&mut self, key: LogKey) {
+        self.key = Some(key);
+    }
+
+    /// The signing key's public half (hex), when the log is signed.
+    pub fn signed_by(&self) -> Option<String> {
+        self.key.as_ref().map(LogKey::public_hex)
+    }
+
+    /// With a signing key, appends a signed `checkpoint` record (it vouches for every record
+    /// before it) and writes everything; without one, does nothing.
+    pub fn checkpoint(&mut self, at: SystemTime) -> Result<(), LogError> {
+        if self.key.is_some() {
+            self.append(at, sign::CHECKPOINT_KIND, Map::new())?;
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// Lines appended so far (buffered or written).

@@ -4,5 +4,6 @@ pub mod ocsf_out;
 pub mod otlp;
 pub mod report;
 pub mod safe_file;
+pub mod sign;
 pub mod verify;
 pub mod watch;

@@ -53,6 +53,10 @@ pub struct Target {
     pub command: Vec<String>,
     pub pid: Option<u32>,
     pub container: Option<ContainerRef>,
+    /// `run --protect`: the capabilities taken out of the agent's bounding set before its
+    /// exec (none of its processes can hold them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_capabilities: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -1510,6 +1514,7 @@ pub(crate) mod tests {
                     command: vec!["agent".into()],
                     pid: Some(7),
                     container: None,
+                    dropped_capabilities: Vec::new(),
                 },
                 agent: Agent {
                     pid: Some(7),

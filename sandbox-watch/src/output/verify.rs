@@ -8,7 +8,10 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use ed25519_dalek::VerifyingKey;
+
 use super::evidence::{END_KIND, MAX_LINE, ZERO_HASH, record_hash};
+use super::sign;
 use crate::error::exit;
 
 /// What `verify` found.
@@ -124,12 +127,112 @@ impl Anchor {
 /// [`verify_reader`], with the last good record's hash.
 pub fn verify_reader_with_head(r: impl BufRead) -> io::Result<(Verdict, String)> {
     let mut prev = ZERO_HASH.to_string();
-    let verdict = check_all(r, &mut prev)?;
+    let verdict = check_all(r, &mut prev, None, &mut Vouch::default())?;
     Ok((verdict, prev))
 }
 
-/// The chain check; `prev` ends as the last good record's hash.
-fn check_all(mut r: impl BufRead, prev: &mut String) -> io::Result<Verdict> {
+/// As [`verify_with_head`], also checking every signature against `key` (`verify --pubkey`).
+pub fn verify_signed(path: &Path, key: &VerifyingKey) -> io::Result<(Verdict, String, Vouch)> {
+    let f = File::open(path)?;
+    verify_reader_signed(BufReader::with_capacity(64 * 1024, f), key)
+}
+
+/// [`verify_signed`] of a log read from `r`.
+pub fn verify_reader_signed(
+    r: impl BufRead,
+    key: &VerifyingKey,
+) -> io::Result<(Verdict, String, Vouch)> {
+    let mut prev = ZERO_HASH.to_string();
+    let mut vouch = Vouch::default();
+    let verdict = check_all(r, &mut prev, Some(key), &mut vouch)?;
+    Ok((verdict, prev, vouch))
+}
+
+/// What the signatures of a log vouch for (`verify --pubkey`).
+#[derive(Debug, Default, PartialEq)]
+pub struct Vouch {
+    /// Signatures that check.
+    pub signed: u64,
+    /// The seq of the last record whose signature checks before any that does not: it and
+    /// every record before it are the monitor's.
+    pub through: Option<u64>,
+    /// The first signature that does not check: its seq and why.
+    pub bad: Option<(u64, String)>,
+    /// The end record's signature checks.
+    pub end_signed: bool,
+}
+
+impl Vouch {
+    /// The status and sentence of `verify --pubkey` for a chain that checked (`verdict`
+    /// intact or unended): 0 when the signatures vouch for the whole log, its end included;
+    /// 5 when an unended log's signatures vouch for a part (said how far); 6 when a signature
+    /// does not check, the log has none, or its end is not signed.
+    pub fn judge(&self, verdict: &Verdict, path: &str) -> (u8, String) {
+        let records = match verdict {
+            Verdict::Intact { records } | Verdict::Unended { records, .. } => *records,
+            _ => return (verdict.exit_code(), verdict.message(path)),
+        };
+        let so_far = match self.through {
+            Some(k) => format!(
+                "the signatures vouch for records 0 to {k} only, and nothing vouches for \
+                 the {} after",
+                records - 1 - k
+            ),
+            None => "no record is vouched for".into(),
+        };
+        if let Some((seq, why)) = &self.bad {
+            return (
+                exit::UNSIGNED,
+                format!(
+                    "{path}: SIGNATURE CHECK FAILED at record {seq}: {why}. The log was \
+                     rewritten (rechained) or forged after the monitor signed it; {so_far}."
+                ),
+            );
+        }
+        if self.signed == 0 {
+            return (
+                exit::UNSIGNED,
+                format!(
+                    "{path}: NOT SIGNED: none of its {records} records has a signature (the \
+                     capture ran without --sign-key, or the signatures were taken out): \
+                     nothing vouches that the monitor wrote it."
+                ),
+            );
+        }
+        match verdict {
+            Verdict::Intact { .. } if self.end_signed => (
+                0,
+                format!(
+                    "{path}: intact and signed: {records} {}, hash chain unbroken, and the \
+                     end record's signature, which vouches for every record before it, \
+                     checks with the key given.",
+                    plural(records, "record", "records")
+                ),
+            ),
+            Verdict::Intact { .. } => (
+                exit::UNSIGNED,
+                format!(
+                    "{path}: END NOT SIGNED: the end record has no signature, so it was not \
+                     written by the monitor (records forged after the capture ended); \
+                     {so_far}."
+                ),
+            ),
+            _ => (
+                exit::UNENDED,
+                format!("{} Of them, {so_far}.", verdict.message(path)),
+            ),
+        }
+    }
+}
+
+/// The chain check; `prev` ends as the last good record's hash. With a key, every signature
+/// is checked too, into `vouch`.
+fn check_all(
+    mut r: impl BufRead,
+    prev: &mut String,
+    key: Option<&VerifyingKey>,
+    vouch: &mut Vouch,
+) -> io::Result<Verdict> {
     let mut buf = Vec::new();
     let mut n: u64 = 0;
     let mut ended = false;
@@ -153,8 +256,17 @@ fn check_all(mut r: impl BufRead, prev: &mut String) -> io::Result<Verdict> {
                 ),
             });
         }
-        match check_line(&buf, n, prev) {
+        match check_line(&buf, n, prev, key) {
             Ok(ok) => {
+                match ok.signature {
+                    Some(None) if vouch.bad.is_none() => {
+                        vouch.signed += 1;
+                        vouch.through = Some(n);
+                        vouch.end_signed = ok.is_end;
+                    }
+                    Some(Some(why)) if vouch.bad.is_none() => vouch.bad = Some((n, why)),
+                    _ => {}
+                }
                 *prev = ok.hash;
                 ended = ok.is_end;
                 n += 1;
@@ -242,6 +354,8 @@ fn read_line_limited(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io:
 struct LineOk {
     hash: String,
     is_end: bool,
+    /// With a key: None for a record without a signature, else what [`sign::check`] said.
+    signature: Option<Option<String>>,
 }
 
 enum Bad {
@@ -253,7 +367,7 @@ enum Bad {
     Broken(String),
 }
 
-fn check_line(line: &[u8], n: u64, prev: &str) -> Result<LineOk, Bad> {
+fn check_line(line: &[u8], n: u64, prev: &str, key: Option<&VerifyingKey>) -> Result<LineOk, Bad> {
     let lineno = n + 1;
     if std::str::from_utf8(line).is_err() {
         return Err(Bad::Unreadable(format!(
@@ -325,9 +439,15 @@ fn check_line(line: &[u8], n: u64, prev: &str) -> Result<LineOk, Bad> {
     let Some(kind) = obj.get("kind").and_then(Value::as_str) else {
         return Err(Bad::Broken(format!("record {n} has no kind.")));
     };
+    let is_end = kind == END_KIND;
+    let signature = match key {
+        Some(key) if obj.contains_key(sign::SIGNATURE) => Some(sign::check(&obj, key)),
+        _ => None,
+    };
     Ok(LineOk {
         hash,
-        is_end: kind == END_KIND,
+        is_end,
+        signature,
     })
 }
 

@@ -588,6 +588,7 @@ pub fn target(mode: &str, command: Vec<String>, pid: Option<u32>) -> Target {
         command,
         pid,
         container: None,
+        dropped_capabilities: Vec::new(),
     }
 }
 
@@ -598,6 +599,7 @@ pub fn container_target(id: String, cgroup: String) -> Target {
         command: Vec::new(),
         pid: None,
         container: Some(ContainerRef { id, cgroup }),
+        dropped_capabilities: Vec::new(),
     }
 }
 

@@ -421,6 +421,7 @@ impl Session {
                         command: Vec::new(),
                         pid: None,
                         container: None,
+                        dropped_capabilities: Vec::new(),
                     },
                     |s| s.target.clone(),
                 ),
