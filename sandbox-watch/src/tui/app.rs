@@ -663,9 +663,21 @@ impl App {
         let needle = pattern.to_lowercase();
         let (first, end) = self.list_ids(view);
         let mut matches = VecDeque::new();
-        for key in first..end {
-            if self.row_matches(view, key, &needle) {
-                matches.push_back(key);
+        if view == View::ToolCalls {
+            // Whether each group is picked, once: its rows follow.
+            let picked: Vec<bool> = (0..=self.session.tool_calls.list.len())
+                .map(|g| step_matches(&self.session, g.checked_sub(1), &needle))
+                .collect();
+            for (pos, &(_, g)) in self.steps.order.iter().enumerate() {
+                if picked.get(g as usize) == Some(&true) {
+                    matches.push_back(pos as u64);
+                }
+            }
+        } else {
+            for key in first..end {
+                if self.row_matches(view, key, &needle) {
+                    matches.push_back(key);
+                }
             }
         }
         self.views[view.index()].filter = Some(Filter {
