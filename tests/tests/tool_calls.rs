@@ -278,12 +278,24 @@ fn a_connect_names_its_step_and_a_leftovers_connect_is_after_it() {
     };
     let first = to(ports[0]);
     assert_eq!(first.len(), 1, "{:#?}", r.network());
-    assert_eq!(first[0]["tool_call"], "2", "the step that connected: {}", first[0]);
+    assert_eq!(
+        first[0]["tool_call"], "2",
+        "the step that connected: {}",
+        first[0]
+    );
     assert!(first[0].get("after_step").is_none(), "{}", first[0]);
     let late = to(ports[1]);
     assert_eq!(late.len(), 1, "{:#?}", r.network());
-    assert_eq!(late[0]["tool_call"], "3", "the leftover's step: {}", late[0]);
-    assert_eq!(late[0]["after_step"], true, "after step 3 ended: {}", late[0]);
+    assert_eq!(
+        late[0]["tool_call"], "3",
+        "the leftover's step: {}",
+        late[0]
+    );
+    assert_eq!(
+        late[0]["after_step"], true,
+        "after step 3 ended: {}",
+        late[0]
+    );
     let connections: Vec<u64> = ["1", "2", "3", "4"]
         .iter()
         .map(|id| step(&r, id)["connections"].as_u64().unwrap())

@@ -620,13 +620,9 @@ impl App {
                 .get(key)
                 .is_some_and(|r| r.search_matches(needle)),
             View::Log => self.log.get(key).is_some_and(|r| r.search_matches(needle)),
-            View::ToolCalls => self
-                .steps
-                .order
-                .get(key as usize)
-                .is_some_and(|&(_, g)| {
-                    step_matches(&self.session, (g as usize).checked_sub(1), needle)
-                }),
+            View::ToolCalls => self.steps.order.get(key as usize).is_some_and(|&(_, g)| {
+                step_matches(&self.session, (g as usize).checked_sub(1), needle)
+            }),
         }
     }
 

@@ -294,29 +294,33 @@ impl Steps {
             self.groups.resize(steps + 1, Vec::new());
             self.dirty = true;
         }
-        let firsts: std::collections::HashSet<usize> = if self.seen[0]
-            < session.processes.list.len()
-        {
-            session.tool_calls.list.iter().map(|t| t.entries[0]).collect()
-        } else {
-            Default::default()
-        };
+        let firsts: std::collections::HashSet<usize> =
+            if self.seen[0] < session.processes.list.len() {
+                session
+                    .tool_calls
+                    .list
+                    .iter()
+                    .map(|t| t.entries[0])
+                    .collect()
+            } else {
+                Default::default()
+            };
         let procs = &session.processes.list;
-        for i in self.seen[0]..procs.len() {
+        for (i, p) in procs.iter().enumerate().skip(self.seen[0]) {
             // A step's first program is the step's own row.
             if !firsts.contains(&i) {
-                self.add(procs[i].step, StepRow::Process(i));
+                self.add(p.step, StepRow::Process(i));
             }
         }
         self.seen[0] = procs.len();
         let files = &session.files.entries;
-        for i in self.seen[1]..files.len() {
-            self.add(step_index(&files[i].tool_call), StepRow::File(i));
+        for (i, f) in files.iter().enumerate().skip(self.seen[1]) {
+            self.add(step_index(&f.tool_call), StepRow::File(i));
         }
         self.seen[1] = files.len();
         let net = &session.network.entries;
-        for i in self.seen[2]..net.len() {
-            self.add(step_index(&net[i].tool_call), StepRow::Net(i));
+        for (i, n) in net.iter().enumerate().skip(self.seen[2]) {
+            self.add(step_index(&n.tool_call), StepRow::Net(i));
         }
         self.seen[2] = net.len();
     }

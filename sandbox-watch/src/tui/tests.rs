@@ -1124,7 +1124,12 @@ fn the_tool_calls_view_groups_effects_under_their_step_and_filters_by_step() {
     press(&mut app, KeyCode::Char('6'));
     let all = screen(&mut app, 120, 36);
     // Each step of the session's agent with its effects under it.
-    for want in ["git commit -q -m", "python3 server.py", "cat /home/dev/.netrc", ".netrc"] {
+    for want in [
+        "git commit -q -m",
+        "python3 server.py",
+        "cat /home/dev/.netrc",
+        ".netrc",
+    ] {
         assert!(all.contains(want), "{want}:\n{all}");
     }
     let rows = app.visible(View::ToolCalls).len;
@@ -1134,7 +1139,10 @@ fn the_tool_calls_view_groups_effects_under_their_step_and_filters_by_step() {
     press(&mut app, KeyCode::Enter);
     let three = screen(&mut app, 120, 36);
     assert!(three.contains("cat /home/dev/.netrc"), "{three}");
-    assert!(three.contains("read /home/dev/.netrc"), "its read:\n{three}");
+    assert!(
+        three.contains("read /home/dev/.netrc"),
+        "its read:\n{three}"
+    );
     assert!(!three.contains("python3"), "{three}");
     assert!(!three.contains("git commit"), "{three}");
     let only = app.visible(View::ToolCalls).len;

@@ -836,7 +836,12 @@ fn step_row(
                 .as_ref()
                 .map(|r| format!(" (failed {r})"))
                 .unwrap_or_default();
-            let text = format!("pid {} {} {}{failed}", f.pid, f.op.as_str(), tail(&path, flex));
+            let text = format!(
+                "pid {} {} {}{failed}",
+                f.pid,
+                f.op.as_str(),
+                tail(&path, flex)
+            );
             let (note, style) = if f.credential {
                 ("credential".to_string(), theme.credential())
             } else if f.persistence {
@@ -1092,13 +1097,19 @@ const HELP: &[(&str, &str)] = &[
     ("q  Ctrl-C", "quit (asks first while the agent still runs)"),
     ("?  F1", "this help; Esc closes it"),
     ("Tab  Shift-Tab", "next / previous view"),
-    ("1 … 6", "Processes, Files, Network, Alerts, Log, Tool calls"),
+    (
+        "1 … 6",
+        "Processes, Files, Network, Alerts, Log, Tool calls",
+    ),
     ("j k  ↓ ↑", "move the selection"),
     ("PgDn PgUp  Space", "a page down / up"),
     ("Home End  g G", "first / last row"),
     ("Enter", "details of the selected row; Esc closes them"),
     ("/", "filter this view (type, Enter applies, Esc clears)"),
-    ("/ in Tool calls", "a step's number: that step and its effects only"),
+    (
+        "/ in Tool calls",
+        "a step's number: that step and its effects only",
+    ),
     ("n  N", "next / previous match of the filter"),
     ("f", "follow the newest row on / off"),
     ("p", "pause the display (the capture goes on)"),

@@ -60,75 +60,73 @@ impl App {
         let first = self.first_at;
         let node = self.procs.nodes.get(i)?;
         let p = self.session.processes.list.get(i)?;
-            let mut lines = vec![];
+        let mut lines = vec![];
+        lines.push(format!(
+            "pid {} · parent {} · {} child{}",
+            p.pid,
+            p.ppid,
+            node.children.len(),
+            if node.children.len() == 1 { "" } else { "ren" }
+        ));
+        let status = match (p.exit_code, p.signal) {
+            (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
+            (Some(c), None) => format!("exited {c}"),
+            (None, None) if self.ended.is_some() => "still running when the capture ended".into(),
+            (None, None) => "running".into(),
+        };
+        let ran = match p.ended {
+            Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(p.began))),
+            None => String::new(),
+        };
+        lines.push(format!("status: {status}{ran}"));
+        let mut flags = vec![];
+        flags.push(self.session.processes.verdict(p).as_str().to_string());
+        if p.fork_only {
+            flags.push("fork only (argv is the parent's)".into());
+        }
+        if p.preexisting {
+            flags.push("preexisting".into());
+        }
+        if p.launcher {
+            flags.push("launcher".into());
+        }
+        if !flags.is_empty() {
+            lines.push(format!("verdict: {}", flags.join(" · ")));
+        }
+        lines.push(format!("argv: {}", proc_argv(p)));
+        lines.extend(self.step_line(
+            &crate::state::tool_calls::ToolCallRef::of(p.step),
+            p.after_step,
+        ));
+        for t in &p.tried {
             lines.push(format!(
-                "pid {} · parent {} · {} child{}",
-                p.pid,
-                p.ppid,
-                node.children.len(),
-                if node.children.len() == 1 { "" } else { "ren" }
-            ));
-            let status = match (p.exit_code, p.signal) {
-                (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
-                (Some(c), None) => format!("exited {c}"),
-                (None, None) if self.ended.is_some() => {
-                    "still running when the capture ended".into()
+                "tried to run: {} ({}, {}) argv: {}{}",
+                t.path,
+                t.result,
+                t.syscall,
+                crate::tui::model::join_argv(&t.argv),
+                if t.from_caller_memory {
+                    " · name and argv read from the caller's memory"
+                } else {
+                    ""
                 }
-                (None, None) => "running".into(),
-            };
-            let ran = match p.ended {
-                Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(p.began))),
-                None => String::new(),
-            };
-            lines.push(format!("status: {status}{ran}"));
-            let mut flags = vec![];
-            flags.push(self.session.processes.verdict(p).as_str().to_string());
-            if p.fork_only {
-                flags.push("fork only (argv is the parent's)".into());
-            }
-            if p.preexisting {
-                flags.push("preexisting".into());
-            }
-            if p.launcher {
-                flags.push("launcher".into());
-            }
-            if !flags.is_empty() {
-                lines.push(format!("verdict: {}", flags.join(" · ")));
-            }
-            lines.push(format!("argv: {}", proc_argv(p)));
-            lines.extend(self.step_line(
-                &crate::state::tool_calls::ToolCallRef::of(p.step),
-                p.after_step,
             ));
-            for t in &p.tried {
-                lines.push(format!(
-                    "tried to run: {} ({}, {}) argv: {}{}",
-                    t.path,
-                    t.result,
-                    t.syscall,
-                    crate::tui::model::join_argv(&t.argv),
-                    if t.from_caller_memory {
-                        " · name and argv read from the caller's memory"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            for raw in &node.records {
-                lines.push(String::new());
-                record_lines(raw, first, &mut lines);
-            }
-            if node.records_dropped > 0 {
-                lines.push(format!(
-                    "({} more records in the Log view)",
-                    node.records_dropped
-                ));
-            }
-            Some(Details {
-                title: format!("process {}", p.pid),
-                lines,
-                scroll: 0,
-            })
+        }
+        for raw in &node.records {
+            lines.push(String::new());
+            record_lines(raw, first, &mut lines);
+        }
+        if node.records_dropped > 0 {
+            lines.push(format!(
+                "({} more records in the Log view)",
+                node.records_dropped
+            ));
+        }
+        Some(Details {
+            title: format!("process {}", p.pid),
+            lines,
+            scroll: 0,
+        })
     }
 
     fn file_details(&self, i: usize) -> Option<Details> {
@@ -166,13 +164,13 @@ impl App {
     }
 
     /// Which step an entry is under, and whether it came after the step ended.
-    fn step_line(
-        &self,
-        t: &crate::state::tool_calls::ToolCallRef,
-        after: bool,
-    ) -> Vec<String> {
+    fn step_line(&self, t: &crate::state::tool_calls::ToolCallRef, after: bool) -> Vec<String> {
         use crate::state::tool_calls::ToolCallRef;
-        let after = if after { " · after the step ended" } else { "" };
+        let after = if after {
+            " · after the step ended"
+        } else {
+            ""
+        };
         match t {
             ToolCallRef::Unset => vec![],
             ToolCallRef::Agent => vec![format!("tool call: none (the agent itself){after}")],
