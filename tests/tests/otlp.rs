@@ -200,6 +200,8 @@ fn attrs(list: &Value) -> Map<String, Value> {
                 i.as_str()
                     .map_or_else(|| i.as_i64().unwrap(), |s| s.parse::<i64>().unwrap()),
             )
+        } else if let Some(b) = v.get("boolValue") {
+            b.clone()
         } else if let Some(a) = v.get("arrayValue") {
             Value::Array(
                 a["values"]
@@ -376,6 +378,7 @@ fn every_record_of_a_real_capture_arrives_as_written() {
     let got = wait_for_all(&sink, &log);
     // Every line byte for byte, its attributes from it.
     let mut kinds = std::collections::BTreeSet::new();
+    let mut steps_seen = false;
     for line in &lines {
         let rec: Value = serde_json::from_str(line).unwrap();
         let copy = got
@@ -416,7 +419,31 @@ fn every_record_of_a_real_capture_arrives_as_written() {
                 assert_eq!(a["server.port"], rec["port"]);
                 assert_eq!(a["network.transport"], rec["proto"]);
             }
-            "violation" => assert_eq!(a["sandbox_watch.violation"], rec["violation"]),
+            "violation" => {
+                assert_eq!(a["sandbox_watch.violation"], rec["violation"]);
+                // Its step: the id, or `.agent` for the agent itself.
+                match rec.get("tool_call") {
+                    Some(Value::String(id)) => {
+                        assert_eq!(a["sandbox_watch.tool_call"], id.as_str(), "{line}");
+                        assert!(!a.contains_key("sandbox_watch.tool_call.agent"), "{line}");
+                    }
+                    Some(Value::Null) => {
+                        assert_eq!(a["sandbox_watch.tool_call.agent"], true, "{line}");
+                        assert!(!a.contains_key("sandbox_watch.tool_call"), "{line}");
+                    }
+                    // Not under any step (a lost-events finding): neither.
+                    _ => assert!(
+                        !a.contains_key("sandbox_watch.tool_call")
+                            && !a.contains_key("sandbox_watch.tool_call.agent"),
+                        "{line}"
+                    ),
+                }
+                if rec["violation"] == "credential" {
+                    // `cat secret.key` is the agent's second step.
+                    assert_eq!(a["sandbox_watch.tool_call"], "2", "{line}");
+                    steps_seen = true;
+                }
+            }
             _ => {}
         }
         let res = &copy.resource;
@@ -433,6 +460,7 @@ fn every_record_of_a_real_capture_arrives_as_written() {
             "no {k} record in this capture: {kinds:?}"
         );
     }
+    assert!(steps_seen, "the credential violation arrived with its step");
     let (code, text) = verify_otlp(&sink.out, Some(&log));
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("is this log"), "{text}");

@@ -217,6 +217,92 @@ fn a_step_that_waits_for_its_children_has_nothing_after_it() {
     );
 }
 
+/// A connect names the step whose process made it, also when a leftover of an ended step makes
+/// it: each step connects to a listener of its own, so a connect given to the wrong step (or to
+/// none) fails the test.
+#[test]
+fn a_connect_names_its_step_and_a_leftovers_connect_is_after_it() {
+    use std::io::Read;
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let d = dir.path().to_path_buf();
+    let listeners: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    // Each listener takes one connection and marks it taken (the agent's last step waits for
+    // the second, so the leftover's connect is in the capture).
+    let accepters: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mark = d.join(format!("accepted{i}"));
+            std::thread::spawn(move || {
+                let (mut c, _) = l.accept().unwrap();
+                let mut buf = [0u8; 16];
+                let _ = c.read(&mut buf);
+                std::fs::write(mark, "").unwrap();
+            })
+        })
+        .collect();
+    let connect = |port: u16| format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'");
+    let steps = [
+        "true".to_string(),
+        connect(ports[0]),
+        format!(
+            "setsid sh -c 'sleep 0.3; {}' > /dev/null 2>&1 &",
+            connect(ports[1]).replace('\'', "\"")
+        ),
+        format!(
+            "n=0; while [ ! -e {}/accepted1 ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done",
+            d.display()
+        ),
+    ];
+    let script: String = steps
+        .iter()
+        .map(|s| format!("sh -c {}\n", shell_quote(s)))
+        .collect();
+    let sh = agent(&d, &script);
+    let r = run(&[], &["sh", &sh]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    for a in accepters {
+        a.join().unwrap();
+    }
+    let to = |port: u16| -> Vec<&Value> {
+        r.network()
+            .iter()
+            .filter(|n| n["op"] == "connect" && n["port"] == port)
+            .collect()
+    };
+    let first = to(ports[0]);
+    assert_eq!(first.len(), 1, "{:#?}", r.network());
+    assert_eq!(
+        first[0]["tool_call"], "2",
+        "the step that connected: {}",
+        first[0]
+    );
+    assert!(first[0].get("after_step").is_none(), "{}", first[0]);
+    let late = to(ports[1]);
+    assert_eq!(late.len(), 1, "{:#?}", r.network());
+    assert_eq!(
+        late[0]["tool_call"], "3",
+        "the leftover's step: {}",
+        late[0]
+    );
+    assert_eq!(
+        late[0]["after_step"], true,
+        "after step 3 ended: {}",
+        late[0]
+    );
+    let connections: Vec<u64> = ["1", "2", "3", "4"]
+        .iter()
+        .map(|id| step(&r, id)["connections"].as_u64().unwrap())
+        .collect();
+    assert_eq!(connections, [0, 1, 1, 0], "{:#?}", r.report["tool_calls"]);
+}
+
 /// The word as `sh` reads it back: single quotes, a quote inside as '\''.
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))

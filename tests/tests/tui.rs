@@ -222,3 +222,77 @@ fn secrets_are_redacted_on_the_screen_too() {
         }
     }
 }
+
+/// The Tool calls view (6) on a live capture: each step the agent ran, with what its processes
+/// did under it; `/2` narrows the view to step 2 and its effects. Uses the shared tmux helper.
+#[test]
+fn the_tool_calls_view_shows_each_step_its_effects_and_filters_by_step() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let d = dir.path();
+    let files: Vec<String> = ["one", "two", "three"]
+        .iter()
+        .map(|n| d.join(format!("{n}.txt")).display().to_string())
+        .collect();
+    // Three steps (children of the agent), each creating one file.
+    let script: String = files
+        .iter()
+        .map(|f| format!("sh -c 'echo x > {f}'\n"))
+        .collect();
+    let agent = d.join("agent.sh");
+    std::fs::write(&agent, script).unwrap();
+    let report = d.join("report.json");
+    let t = integration_tests::tmux::Tmux::start(
+        "steps",
+        200,
+        60,
+        &format!(
+            "{} run --report {} -- sh {}",
+            bin().display(),
+            report.display(),
+            agent.display()
+        ),
+    );
+    t.wait_for("capture ended", 30);
+    t.keys(&["6"]);
+    let s = t.wait_for("STEP", 5);
+    assert!(s.contains("6 Tool calls 3"), "three steps in the tab:\n{s}");
+    for (i, f) in files.iter().enumerate() {
+        // The step's row (its id and command) and its effect under it.
+        let step = s
+            .lines()
+            .find(|l| l.contains(&format!("echo x > {f}")))
+            .unwrap_or_else(|| panic!("no row of step {}:\n{s}", i + 1));
+        assert!(
+            step.trim_start().starts_with(&(i + 1).to_string()),
+            "step {}'s id: {step}",
+            i + 1
+        );
+        assert!(
+            s.lines()
+                .any(|l| l.contains(&format!("create {f}")) && !l.contains("echo")),
+            "step {}'s create of {f} under it:\n{s}",
+            i + 1
+        );
+    }
+    t.keys(&["/"]);
+    t.type_text("2");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("filter \"2\"", 5);
+    assert!(s.contains(&format!("create {}", files[1])), "{s}");
+    for f in [&files[0], &files[2]] {
+        assert!(!s.contains(f.as_str()), "{f} is not step 2's:\n{s}");
+    }
+    t.keys(&["q"]);
+    assert_eq!(t.exit_status(20), Some(0), "{}", t.screen());
+    // The view and the report agree: step 2 made two.txt.
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let two = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == files[1].as_str() && f["op"] == "create")
+        .cloned()
+        .unwrap_or_else(|| panic!("{:#?}", r["files"]));
+    assert_eq!(two["tool_call"], "2", "{two}");
+}

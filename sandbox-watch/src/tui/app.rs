@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::model::Rows;
 use super::model::{
-    Alert, AlertKind, LIST_CAP, LogRow, NET_LATER_CAP, NetRecords, Tree, Verdict, at_ns,
-    file_matches, i64_field, join_argv, net_matches, ns, proc_argv, proc_matches, signal_name,
-    str_field, summarize, target_text, u64_field,
+    Alert, AlertKind, LIST_CAP, LogRow, NET_LATER_CAP, NetRecords, StepRow, Steps, Tree, Verdict,
+    at_ns, file_matches, i64_field, join_argv, net_matches, ns, proc_argv, proc_matches,
+    signal_name, step_command, step_matches, str_field, summarize, target_text, u64_field,
 };
 use super::{Feed, Options, Quit};
 use crate::record::{Logged, Record};
@@ -39,15 +39,20 @@ pub(crate) enum View {
     Network,
     Alerts,
     Log,
+    ToolCalls,
 }
 
+/// How many views there are (the per-view arrays' length).
+pub(crate) const VIEWS: usize = 6;
+
 impl View {
-    pub(crate) const ALL: [View; 5] = [
+    pub(crate) const ALL: [View; VIEWS] = [
         View::Processes,
         View::Files,
         View::Network,
         View::Alerts,
         View::Log,
+        View::ToolCalls,
     ];
 
     pub(crate) fn index(self) -> usize {
@@ -61,6 +66,7 @@ impl View {
             View::Network => "Network",
             View::Alerts => "Alerts",
             View::Log => "Log",
+            View::ToolCalls => "Tool calls",
         }
     }
 }
@@ -213,13 +219,13 @@ pub(crate) struct HeaderInfo {
     pub rate_per_s: Option<u64>,
     pub outside: bool,
     pub reason: Option<String>,
-    pub counts: [u64; 5],
+    pub counts: [u64; VIEWS],
 }
 
 pub(crate) struct Paused {
     pub header: HeaderInfo,
     /// Flat lists: rows from this id on are not shown.
-    ends: [u64; 5],
+    ends: [u64; VIEWS],
 }
 
 pub(crate) struct Details {
@@ -303,6 +309,8 @@ pub(crate) struct App {
     pub session: Session,
     /// The process entries as a tree, with their records.
     pub procs: Tree,
+    /// The tool calls with their effects, for the Tool calls view.
+    pub steps: Steps,
     /// Each file entry's first record (for the details pane).
     pub file_raw: Vec<Arc<str>>,
     /// Each network entry's records.
@@ -311,7 +319,7 @@ pub(crate) struct App {
     pub log: Rows<LogRow>,
 
     pub view: View,
-    pub views: [ViewState; 5],
+    pub views: [ViewState; VIEWS],
     pub help: bool,
     pub details: Option<Details>,
     /// The filter being typed.
@@ -365,6 +373,7 @@ impl App {
             environ_alerts: std::collections::HashMap::new(),
             session: Session::new(),
             procs: Tree::default(),
+            steps: Steps::default(),
             file_raw: Vec::new(),
             net_raw: Vec::new(),
             alerts: Rows::new(LIST_CAP),
@@ -376,6 +385,7 @@ impl App {
                 ViewState::new(false),
                 ViewState::new(false),
                 ViewState::new(true),
+                ViewState::new(false),
             ],
             help: false,
             details: None,
@@ -459,6 +469,7 @@ impl App {
                 self.session.network.entries.len() as u64,
                 self.alerts.end() - self.alerts_replaced,
                 self.log.end(),
+                self.session.tool_calls.list.len() as u64,
             ],
         }
     }
@@ -469,13 +480,16 @@ impl App {
     fn flat_bounds(&self, view: View) -> (u64, u64) {
         let (first, end) = match view {
             View::Processes => (0, self.procs.order.len() as u64),
+            View::ToolCalls => (0, self.steps.order.len() as u64),
             View::Files => (0, self.session.files.entries.len() as u64),
             View::Network => (0, self.session.network.entries.len() as u64),
             View::Alerts => (self.alerts.first(), self.alerts.end()),
             View::Log => (self.log.first(), self.log.end()),
         };
         let end = match (&self.paused, view) {
-            (Some(p), v) if v != View::Processes => p.ends[v.index()].clamp(first, end),
+            (Some(p), v) if !matches!(v, View::Processes | View::ToolCalls) => {
+                p.ends[v.index()].clamp(first, end)
+            }
             _ => end,
         };
         (first, end)
@@ -507,11 +521,13 @@ impl App {
 
     fn sel_key(&self, view: View) -> Option<u64> {
         let sel = self.views[view.index()].sel?;
-        if view == View::Processes {
-            let pos = *self.procs.pos_of.get(usize::try_from(sel).ok()?)?;
-            Some(u64::from(pos))
-        } else {
-            Some(sel)
+        match view {
+            View::Processes => {
+                let pos = *self.procs.pos_of.get(usize::try_from(sel).ok()?)?;
+                Some(u64::from(pos))
+            }
+            View::ToolCalls => self.steps.pos_of.get(&sel).map(|&p| u64::from(p)),
+            _ => Some(sel),
         }
     }
 
@@ -522,6 +538,11 @@ impl App {
                 .order
                 .get(usize::try_from(k).unwrap_or(usize::MAX))
                 .map(|&(i, _)| u64::from(i)),
+            (View::ToolCalls, Some(k)) => self
+                .steps
+                .order
+                .get(usize::try_from(k).unwrap_or(usize::MAX))
+                .map(|(row, _)| row.key()),
             (_, k) => k,
         };
         self.views[view.index()].sel = sel;
@@ -551,6 +572,15 @@ impl App {
                         f.matches.push_back(pos as u64);
                     }
                 }
+            }
+        }
+        if self.paused.is_none() {
+            self.steps.sync(&self.session);
+        }
+        if self.steps.dirty && self.paused.is_none() {
+            self.steps.flatten();
+            if let Some(f) = self.views[View::ToolCalls.index()].filter.take() {
+                self.set_filter(View::ToolCalls, f.pattern);
             }
         }
         self.sync_filter(View::Files);
@@ -590,6 +620,9 @@ impl App {
                 .get(key)
                 .is_some_and(|r| r.search_matches(needle)),
             View::Log => self.log.get(key).is_some_and(|r| r.search_matches(needle)),
+            View::ToolCalls => self.steps.order.get(key as usize).is_some_and(|&(_, g)| {
+                step_matches(&self.session, (g as usize).checked_sub(1), needle)
+            }),
         }
     }
 
@@ -600,6 +633,7 @@ impl App {
             View::Network => (0, self.session.network.entries.len() as u64),
             View::Alerts => (self.alerts.first(), self.alerts.end()),
             View::Log => (self.log.first(), self.log.end()),
+            View::ToolCalls => (0, self.steps.order.len() as u64),
         }
     }
 
@@ -625,9 +659,21 @@ impl App {
         let needle = pattern.to_lowercase();
         let (first, end) = self.list_ids(view);
         let mut matches = VecDeque::new();
-        for key in first..end {
-            if self.row_matches(view, key, &needle) {
-                matches.push_back(key);
+        if view == View::ToolCalls {
+            // Whether each group is picked, once: its rows follow.
+            let picked: Vec<bool> = (0..=self.session.tool_calls.list.len())
+                .map(|g| step_matches(&self.session, g.checked_sub(1), &needle))
+                .collect();
+            for (pos, &(_, g)) in self.steps.order.iter().enumerate() {
+                if picked.get(g as usize) == Some(&true) {
+                    matches.push_back(pos as u64);
+                }
+            }
+        } else {
+            for key in first..end {
+                if self.row_matches(view, key, &needle) {
+                    matches.push_back(key);
+                }
             }
         }
         self.views[view.index()].filter = Some(Filter {
@@ -771,7 +817,7 @@ impl App {
             KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
             KeyCode::Tab => Action::NextView,
             KeyCode::BackTab => Action::PrevView,
-            KeyCode::Char(c @ '1'..='5') => Action::ShowView(View::ALL[(c as u8 - b'1') as usize]),
+            KeyCode::Char(c @ '1'..='6') => Action::ShowView(View::ALL[(c as u8 - b'1') as usize]),
             KeyCode::Up | KeyCode::Char('k') => Action::Move(Move::Up),
             KeyCode::Down | KeyCode::Char('j') => Action::Move(Move::Down),
             KeyCode::PageUp => Action::Move(Move::PageUp),
@@ -805,8 +851,8 @@ impl App {
             Action::AskQuit => self.confirm_quit = true,
             Action::CancelQuit => self.confirm_quit = false,
             Action::ShowView(v) => self.view = v,
-            Action::NextView => self.view = View::ALL[(view.index() + 1) % 5],
-            Action::PrevView => self.view = View::ALL[(view.index() + 4) % 5],
+            Action::NextView => self.view = View::ALL[(view.index() + 1) % VIEWS],
+            Action::PrevView => self.view = View::ALL[(view.index() + VIEWS - 1) % VIEWS],
             Action::Move(mv) => match &mut self.details {
                 Some(d) => {
                     d.scroll = match mv {

@@ -1,5 +1,5 @@
-//! What the TUI shows: the session's state (processes, files, network: the same state the
-//! report is made of), arranged for the five views, and what only the screen needs (the
+//! What the TUI shows: the session's state (processes, files, network, tool calls: the same
+//! state the report is made of), arranged for the six views, and what only the screen needs (the
 //! process tree, each row's records for the details pane, alerts, the log).
 //!
 //! Everything the TUI adds is bounded: the alert and log lists keep their newest [`LIST_CAP`]
@@ -239,6 +239,152 @@ pub(crate) fn proc_argv(p: &Process) -> String {
 
 pub(crate) fn proc_matches(p: &Process, pat: &str) -> bool {
     contains_ci(&proc_argv(p), pat) || contains_ci(&p.pid.to_string(), pat)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool calls: each step of the agent with its effects under it (the processes it ran, the file
+// and network entries of its processes), the agent's own first.
+
+/// A row of the Tool calls view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum StepRow {
+    /// A step (its index in the session's tool calls), or the agent itself and what no step
+    /// started (None).
+    Step(Option<usize>),
+    /// A process entry (a program run) under the step.
+    Process(usize),
+    File(usize),
+    Net(usize),
+}
+
+impl StepRow {
+    /// As a selection key that stays valid while rows are added above it.
+    pub(crate) fn key(self) -> u64 {
+        let (tag, i) = match self {
+            StepRow::Step(None) => (0, 0),
+            StepRow::Step(Some(k)) => (1, k),
+            StepRow::Process(i) => (2, i),
+            StepRow::File(i) => (3, i),
+            StepRow::Net(i) => (4, i),
+        };
+        (tag << 56) | (i as u64 & ((1 << 56) - 1))
+    }
+}
+
+/// The Tool calls view's rows: every entry is placed once, under the step its tool call names
+/// (an entry's step is decided when it is made), and the order is rebuilt when rows came.
+#[derive(Default)]
+pub(crate) struct Steps {
+    /// Effects per group: `[0]` the agent itself, `[k + 1]` step k.
+    groups: Vec<Vec<StepRow>>,
+    /// Entries looked at so far (processes, files, network).
+    seen: [usize; 3],
+    /// The view's order: each row with its group.
+    pub order: Vec<(StepRow, u32)>,
+    /// A row's key → its position in `order`.
+    pub pos_of: std::collections::HashMap<u64, u32>,
+    pub dirty: bool,
+}
+
+impl Steps {
+    /// Places the entries the session made since the last call.
+    pub(crate) fn sync(&mut self, session: &crate::state::session::Session) {
+        let steps = session.tool_calls.list.len();
+        if self.groups.len() < steps + 1 {
+            self.groups.resize(steps + 1, Vec::new());
+            self.dirty = true;
+        }
+        let firsts: std::collections::HashSet<usize> =
+            if self.seen[0] < session.processes.list.len() {
+                session
+                    .tool_calls
+                    .list
+                    .iter()
+                    .map(|t| t.entries[0])
+                    .collect()
+            } else {
+                Default::default()
+            };
+        let procs = &session.processes.list;
+        for (i, p) in procs.iter().enumerate().skip(self.seen[0]) {
+            // A step's first program is the step's own row.
+            if !firsts.contains(&i) {
+                self.add(p.step, StepRow::Process(i));
+            }
+        }
+        self.seen[0] = procs.len();
+        let files = &session.files.entries;
+        for (i, f) in files.iter().enumerate().skip(self.seen[1]) {
+            self.add(step_index(&f.tool_call), StepRow::File(i));
+        }
+        self.seen[1] = files.len();
+        let net = &session.network.entries;
+        for (i, n) in net.iter().enumerate().skip(self.seen[2]) {
+            self.add(step_index(&n.tool_call), StepRow::Net(i));
+        }
+        self.seen[2] = net.len();
+    }
+
+    fn add(&mut self, step: Option<usize>, row: StepRow) {
+        let g = step.map_or(0, |k| k + 1);
+        if self.groups.len() <= g {
+            self.groups.resize(g + 1, Vec::new());
+        }
+        self.groups[g].push(row);
+        self.dirty = true;
+    }
+
+    /// Rebuilds the order: the agent's own group (when it has rows), then each step and its
+    /// effects in the order they came.
+    pub(crate) fn flatten(&mut self) {
+        self.order.clear();
+        self.pos_of.clear();
+        for (g, rows) in self.groups.iter().enumerate() {
+            if g == 0 && rows.is_empty() {
+                continue;
+            }
+            let head = StepRow::Step(g.checked_sub(1));
+            for row in std::iter::once(&head).chain(rows) {
+                self.pos_of.insert(row.key(), self.order.len() as u32);
+                self.order.push((*row, g as u32));
+            }
+        }
+        self.dirty = false;
+    }
+}
+
+/// The session's index of the step a tool call names (None: the agent, or no step).
+fn step_index(t: &crate::state::tool_calls::ToolCallRef) -> Option<usize> {
+    t.id()
+        .and_then(|id| id.parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+}
+
+/// What a step ran: the shell command of `sh -c …` (an agent's wrapper peeled), else its argv;
+/// None for a fork of the agent that ran no program.
+pub(crate) fn step_command(session: &crate::state::session::Session, k: usize) -> Option<String> {
+    let t = session.tool_calls.list.get(k)?;
+    let list = &session.processes.list;
+    let p = t.entries.iter().map(|&i| &list[i]).find(|p| !p.fork_only)?;
+    Some(crate::state::tool_calls::command(&p.argv).unwrap_or_else(|| proc_argv(p)))
+}
+
+/// Whether the filter `pat` (lower-case) picks step `k` (None: the agent's own group): a number
+/// is a step id, `agent` the agent's group, other text a part of the step's command.
+pub(crate) fn step_matches(
+    session: &crate::state::session::Session,
+    k: Option<usize>,
+    pat: &str,
+) -> bool {
+    let pat = pat.trim();
+    let pat = pat.strip_prefix("step").map_or(pat, str::trim_start);
+    if !pat.is_empty() && pat.bytes().all(|b| b.is_ascii_digit()) {
+        return k.is_some_and(|k| crate::state::tool_calls::id(k) == pat);
+    }
+    match k {
+        None => contains_ci("the agent itself", pat),
+        Some(k) => step_command(session, k).is_some_and(|c| contains_ci(&c, pat)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

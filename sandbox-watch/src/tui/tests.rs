@@ -167,6 +167,7 @@ fn snapshot_each_view() {
             ('3', "view_network"),
             ('4', "view_alerts"),
             ('5', "view_log"),
+            ('6', "view_tool_calls"),
         ] {
             let mut app = ended_app();
             press(&mut app, KeyCode::Char(n));
@@ -366,7 +367,7 @@ fn no_color_uses_only_bold_and_reverse() {
     for r in outside_records() {
         app.ingest(feed(r));
     }
-    for n in ['1', '2', '3', '4', '5', '?'] {
+    for n in ['1', '2', '3', '4', '5', '6', '?'] {
         press(&mut app, KeyCode::Char(n));
         let term = draw(&mut app, 120, 36);
         for cell in term.backend().buffer().content() {
@@ -400,7 +401,7 @@ fn unknown_kinds_and_missing_fields_are_tolerated() {
     ] {
         app.ingest(feed(r));
     }
-    for n in ['1', '2', '3', '4', '5'] {
+    for n in ['1', '2', '3', '4', '5', '6'] {
         press(&mut app, KeyCode::Char(n));
         press(&mut app, KeyCode::End);
         press(&mut app, KeyCode::Enter);
@@ -525,7 +526,7 @@ fn lists_are_capped() {
 fn tab_and_digits_switch_views() {
     let mut app = live_app();
     assert_eq!(app.view, View::Processes);
-    let order: Vec<View> = (0..5)
+    let order: Vec<View> = (0..6)
         .map(|_| {
             press(&mut app, KeyCode::Tab);
             app.view
@@ -538,11 +539,14 @@ fn tab_and_digits_switch_views() {
             View::Network,
             View::Alerts,
             View::Log,
+            View::ToolCalls,
             View::Processes
         ]
     );
     press(&mut app, KeyCode::BackTab);
-    assert_eq!(app.view, View::Log);
+    assert_eq!(app.view, View::ToolCalls);
+    press(&mut app, KeyCode::Char('6'));
+    assert_eq!(app.view, View::ToolCalls);
     press(&mut app, KeyCode::Char('3'));
     assert_eq!(app.view, View::Network);
     assert!(screen(&mut app, 80, 24).contains("pypi.org"));
@@ -1112,4 +1116,53 @@ fn a_long_path_in_an_alert_keeps_its_names() {
     );
     // Still too long: cut at the end.
     assert_eq!(ui::head_keeping_names("/a/b/c/d/eeeeeeee", 8), "…/d/eee…");
+}
+
+#[test]
+fn the_tool_calls_view_groups_effects_under_their_step_and_filters_by_step() {
+    let mut app = ended_app();
+    press(&mut app, KeyCode::Char('6'));
+    let all = screen(&mut app, 120, 36);
+    // Each step of the session's agent with its effects under it.
+    for want in [
+        "git commit -q -m",
+        "python3 server.py",
+        "cat /home/dev/.netrc",
+        ".netrc",
+    ] {
+        assert!(all.contains(want), "{want}:\n{all}");
+    }
+    let rows = app.visible(View::ToolCalls).len;
+    // A step number: that step and its effects only.
+    press(&mut app, KeyCode::Char('/'));
+    press(&mut app, KeyCode::Char('3'));
+    press(&mut app, KeyCode::Enter);
+    let three = screen(&mut app, 120, 36);
+    assert!(three.contains("cat /home/dev/.netrc"), "{three}");
+    assert!(
+        three.contains("read /home/dev/.netrc"),
+        "its read:\n{three}"
+    );
+    assert!(!three.contains("python3"), "{three}");
+    assert!(!three.contains("git commit"), "{three}");
+    let only = app.visible(View::ToolCalls).len;
+    assert!(only >= 2 && only < rows, "{only} of {rows}");
+    // Enter on the step: its details.
+    press(&mut app, KeyCode::Home);
+    press(&mut app, KeyCode::Enter);
+    let details = screen(&mut app, 120, 36);
+    assert!(details.contains("step 3"), "{details}");
+    assert!(details.contains("killed by SIGKILL"), "{details}");
+    press(&mut app, KeyCode::Esc);
+    // Text: the steps whose command has it.
+    press(&mut app, KeyCode::Char('/'));
+    press_mod(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    for c in "server".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    let py = screen(&mut app, 120, 36);
+    assert!(py.contains("python3 server.py"), "{py}");
+    assert!(py.contains("127.0.0.1:9999"), "its refused connect:\n{py}");
+    assert!(!py.contains(".netrc"), "{py}");
 }

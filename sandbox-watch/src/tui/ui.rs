@@ -13,7 +13,9 @@ use ratatui::widgets::{
 };
 
 use super::app::{App, HeaderInfo, View, duration_text, offset_text};
-use super::model::{AlertKind, Verdict, net_dest, net_refused, ns, proc_argv, signal_name};
+use super::model::{
+    AlertKind, StepRow, Verdict, net_dest, net_refused, ns, proc_argv, signal_name, step_command,
+};
 use crate::record::ViolationKind;
 
 /// Below this the screen only says it is too small.
@@ -345,11 +347,22 @@ fn facts_line(info: &HeaderInfo, level: u8, theme: Theme) -> Line<'static> {
 }
 
 fn draw_tabs(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, theme: Theme) {
+    let wide = tabs_line(app, info, theme, " ");
+    let line = if wide.width() <= area.width as usize {
+        wide
+    } else {
+        tabs_line(app, info, theme, "")
+    };
+    frame.render_widget(line, area);
+}
+
+/// The tabs, each label starting with `pad` (none when the wide line does not fit).
+fn tabs_line(app: &App, info: &HeaderInfo, theme: Theme, pad: &str) -> Line<'static> {
     let mut spans = vec![];
     for v in View::ALL {
         let active = v == app.view;
         let n = info.counts[v.index()];
-        let label = format!(" {} {} ", v.index() + 1, v.title());
+        let label = format!("{pad}{} {} ", v.index() + 1, v.title());
         let filtered = app.views[v.index()].filter.is_some();
         if active {
             spans.push(Span::styled(label, Style::new().bold().reversed()));
@@ -368,7 +381,7 @@ fn draw_tabs(frame: &mut Frame, area: Rect, app: &App, info: &HeaderInfo, theme:
         };
         spans.push(Span::styled(count, style));
     }
-    frame.render_widget(Line::from(spans), area);
+    Line::from(spans)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,6 +421,10 @@ fn columns(view: View) -> Columns {
         View::Log => (
             vec!["SEQ", "TIME", "KIND", "RECORD"],
             vec![Length(6), Length(9), Length(11), Min(10)],
+        ),
+        View::ToolCalls => (
+            vec!["STEP", "COMMAND / EFFECT", "EXIT", "TIME", "NOTE"],
+            vec![Length(5), Min(10), Length(8), Length(7), Length(12)],
         ),
     };
     Columns { names, widths }
@@ -517,6 +534,7 @@ fn empty_message(app: &App, view: View) -> String {
         View::Network => "no network record yet".into(),
         View::Alerts => "no alert: nothing outside, no credential or persistence access".into(),
         View::Log => "no record yet".into(),
+        View::ToolCalls => "no tool call yet (each direct child of the agent is one)".into(),
     }
 }
 
@@ -687,6 +705,10 @@ fn build_row(
                 Cell::from(head_keeping_names(&a.summary, flex)),
             ]))
         }
+        View::ToolCalls => {
+            let &(row, group) = app.steps.order.get(usize::try_from(key).ok()?)?;
+            step_row(app, row, group, flex, now, theme)
+        }
         View::Log => {
             let r = app.log.get(key)?;
             let style = match r.kind.as_str() {
@@ -700,6 +722,160 @@ fn build_row(
                 Cell::from(Span::styled(r.kind.clone(), style)),
                 Cell::from(head(&r.summary, flex)),
             ]))
+        }
+    }
+}
+
+/// A row of the Tool calls view: a step (its command, end, time, whether it outlived), or one
+/// of its effects under it.
+fn step_row(
+    app: &App,
+    row: StepRow,
+    group: u32,
+    flex: usize,
+    now: i64,
+    theme: Theme,
+) -> Option<Row<'static>> {
+    let s = &app.session;
+    let last_in_group = app
+        .steps
+        .order
+        .iter()
+        .rev()
+        .find(|(_, g)| *g == group)
+        .is_some_and(|(r, _)| *r == row);
+    let branch = if last_in_group { "└ " } else { "├ " };
+    let effect = |text: String, note: String, style: Style| {
+        Some(
+            Row::new(vec![
+                Cell::from(""),
+                Cell::from(Line::from(vec![
+                    Span::styled(branch, theme.dim()),
+                    Span::raw(head(&text, flex.saturating_sub(2))),
+                ])),
+                Cell::from(""),
+                Cell::from(""),
+                Cell::from(note),
+            ])
+            .style(style),
+        )
+    };
+    let after = |a: bool| if a { "after step" } else { "" }.to_string();
+    match row {
+        StepRow::Step(None) => Some(
+            Row::new(vec![
+                Cell::from("—"),
+                Cell::from("the agent itself (no step)"),
+                Cell::from(""),
+                Cell::from(""),
+                Cell::from(""),
+            ])
+            .style(theme.title()),
+        ),
+        StepRow::Step(Some(k)) => {
+            let t = s.tool_calls.list.get(k)?;
+            let list = &s.processes.list;
+            let own = list.get(t.entries[0])?;
+            let last = list.get(*t.entries.last()?)?;
+            let command = step_command(s, k).unwrap_or_else(|| "(a fork of the agent)".into());
+            let (exit, exit_style) = match (last.exit_code, last.signal) {
+                (_, Some(sig)) => (signal_name(sig.into()), theme.bad()),
+                (Some(0), None) => ("0".to_string(), Style::new()),
+                (Some(c), None) => (c.to_string(), theme.bad()),
+                (None, None) if app.ended.is_some() => ("● left".to_string(), theme.warn()),
+                (None, None) => ("● run".to_string(), theme.good()),
+            };
+            let end = last.ended.map_or(now, ns);
+            let note = if t.after_step > 0 {
+                Span::styled(format!("outlived ×{}", t.after_step), theme.warn())
+            } else {
+                Span::raw("")
+            };
+            Some(
+                Row::new(vec![
+                    Cell::from(crate::state::tool_calls::id(k)),
+                    Cell::from(head(&command, flex)),
+                    Cell::from(Span::styled(exit, exit_style)),
+                    Cell::from(duration_text(end - ns(own.began))),
+                    Cell::from(note),
+                ])
+                .style(Style::new().bold()),
+            )
+        }
+        StepRow::Process(i) => {
+            let p = s.processes.list.get(i)?;
+            let mut note = after(p.after_step);
+            if s.processes.verdict(p) == Verdict::Outside {
+                note = "OUTSIDE".into();
+            }
+            let exit = match (p.exit_code, p.signal) {
+                (_, Some(sig)) => format!(" · {}", signal_name(sig.into())),
+                (Some(c), None) if c != 0 => format!(" · exit {c}"),
+                _ => String::new(),
+            };
+            let what = if p.fork_only { "forked" } else { "ran" };
+            let style = if note == "OUTSIDE" {
+                theme.bad()
+            } else {
+                Style::new()
+            };
+            effect(
+                format!("pid {} {what} {}{exit}", p.pid, proc_argv(p)),
+                note,
+                style,
+            )
+        }
+        StepRow::File(i) => {
+            let f = s.files.entries.get(i)?;
+            let path = match &f.new_path {
+                Some(np) => format!("{} → {np}", f.path),
+                None => f.path.clone(),
+            };
+            let failed = f
+                .result
+                .as_ref()
+                .map(|r| format!(" (failed {r})"))
+                .unwrap_or_default();
+            let text = format!(
+                "pid {} {} {}{failed}",
+                f.pid,
+                f.op.as_str(),
+                tail(&path, flex)
+            );
+            let (note, style) = if f.credential {
+                ("credential".to_string(), theme.credential())
+            } else if f.persistence {
+                ("persist".to_string(), theme.persistence())
+            } else if f.result.is_some() {
+                (String::new(), theme.dim())
+            } else {
+                (String::new(), Style::new())
+            };
+            let note = match (f.after_step, note.is_empty()) {
+                (true, true) => after(true),
+                (true, false) => format!("{note} after"),
+                (false, _) => note,
+            };
+            effect(text, note, style)
+        }
+        StepRow::Net(i) => {
+            let n = s.network.entries.get(i)?;
+            let text = format!(
+                "pid {} {} {} {} {}",
+                n.pid,
+                n.op.as_str(),
+                n.proto,
+                net_dest(n),
+                n.result
+            );
+            let (note, style) = if n.verdict == Verdict::Outside {
+                ("OUTSIDE".to_string(), theme.bad())
+            } else if net_refused(n) {
+                (after(n.after_step), theme.warn())
+            } else {
+                (after(n.after_step), Style::new())
+            };
+            effect(text, note, style)
         }
     }
 }
@@ -921,12 +1097,19 @@ const HELP: &[(&str, &str)] = &[
     ("q  Ctrl-C", "quit (asks first while the agent still runs)"),
     ("?  F1", "this help; Esc closes it"),
     ("Tab  Shift-Tab", "next / previous view"),
-    ("1 … 5", "Processes, Files, Network, Alerts, Log"),
+    (
+        "1 … 6",
+        "Processes, Files, Network, Alerts, Log, Tool calls",
+    ),
     ("j k  ↓ ↑", "move the selection"),
     ("PgDn PgUp  Space", "a page down / up"),
     ("Home End  g G", "first / last row"),
     ("Enter", "details of the selected row; Esc closes them"),
     ("/", "filter this view (type, Enter applies, Esc clears)"),
+    (
+        "/ in Tool calls",
+        "a step's number: that step and its effects only",
+    ),
     ("n  N", "next / previous match of the filter"),
     ("f", "follow the newest row on / off"),
     ("p", "pause the display (the capture goes on)"),

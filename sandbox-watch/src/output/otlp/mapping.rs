@@ -282,6 +282,18 @@ pub fn log_record(line: &[u8], observed_ns: u64) -> LogRecord {
             if let Some(v) = s("violation") {
                 attrs.push(kv("sandbox_watch.violation", string(v)));
             }
+            // The step it is under: its id, or null for the agent itself (a record from before
+            // tool calls has no such field, and gets neither attribute).
+            match obj.get("tool_call") {
+                Some(Value::String(id)) => attrs.push(kv("sandbox_watch.tool_call", string(id))),
+                Some(Value::Null) => attrs.push(kv(
+                    "sandbox_watch.tool_call.agent",
+                    AnyValue {
+                        value: Some(any_value::Value::BoolValue(true)),
+                    },
+                )),
+                _ => {}
+            }
         }
         _ => {}
     }
@@ -367,6 +379,31 @@ mod tests {
         assert_eq!(v.severity_number, SeverityNumber::Warn as i32);
         assert_eq!(v.severity_text, "WARN");
         assert_eq!(text(attr(&v, "sandbox_watch.violation")), "outside");
+    }
+
+    #[test]
+    fn a_violation_names_its_step_or_the_agent() {
+        let step = log_record(
+            br#"{"seq":4,"kind":"violation","violation":"credential","pid":9,"summary":"s","tool_call":"3"}"#,
+            0,
+        );
+        assert_eq!(text(attr(&step, "sandbox_watch.tool_call")), "3");
+        assert_eq!(attr(&step, "sandbox_watch.tool_call.agent"), None);
+        let agent = log_record(
+            br#"{"seq":5,"kind":"violation","violation":"persistence","pid":8,"summary":"s","tool_call":null}"#,
+            0,
+        );
+        assert_eq!(attr(&agent, "sandbox_watch.tool_call"), None);
+        assert_eq!(
+            attr(&agent, "sandbox_watch.tool_call.agent"),
+            Some(&any_value::Value::BoolValue(true))
+        );
+        let old = log_record(
+            br#"{"seq":6,"kind":"violation","violation":"outside","pid":7,"summary":"s"}"#,
+            0,
+        );
+        assert_eq!(attr(&old, "sandbox_watch.tool_call"), None);
+        assert_eq!(attr(&old, "sandbox_watch.tool_call.agent"), None);
     }
 
     #[test]

@@ -10,103 +10,16 @@ impl App {
         match view {
             View::Processes => {
                 let (i, _) = *self.procs.order.get(key as usize)?;
-                let node = &self.procs.nodes[i as usize];
-                let p = &self.session.processes.list[i as usize];
-                let mut lines = vec![];
-                lines.push(format!(
-                    "pid {} · parent {} · {} child{}",
-                    p.pid,
-                    p.ppid,
-                    node.children.len(),
-                    if node.children.len() == 1 { "" } else { "ren" }
-                ));
-                let status = match (p.exit_code, p.signal) {
-                    (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
-                    (Some(c), None) => format!("exited {c}"),
-                    (None, None) if self.ended.is_some() => {
-                        "still running when the capture ended".into()
-                    }
-                    (None, None) => "running".into(),
-                };
-                let ran = match p.ended {
-                    Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(p.began))),
-                    None => String::new(),
-                };
-                lines.push(format!("status: {status}{ran}"));
-                let mut flags = vec![];
-                flags.push(self.session.processes.verdict(p).as_str().to_string());
-                if p.fork_only {
-                    flags.push("fork only (argv is the parent's)".into());
-                }
-                if p.preexisting {
-                    flags.push("preexisting".into());
-                }
-                if p.launcher {
-                    flags.push("launcher".into());
-                }
-                if !flags.is_empty() {
-                    lines.push(format!("verdict: {}", flags.join(" · ")));
-                }
-                lines.push(format!("argv: {}", proc_argv(p)));
-                for t in &p.tried {
-                    lines.push(format!(
-                        "tried to run: {} ({}, {}) argv: {}{}",
-                        t.path,
-                        t.result,
-                        t.syscall,
-                        crate::tui::model::join_argv(&t.argv),
-                        if t.from_caller_memory {
-                            " · name and argv read from the caller's memory"
-                        } else {
-                            ""
-                        }
-                    ));
-                }
-                for raw in &node.records {
-                    lines.push(String::new());
-                    record_lines(raw, first, &mut lines);
-                }
-                if node.records_dropped > 0 {
-                    lines.push(format!(
-                        "({} more records in the Log view)",
-                        node.records_dropped
-                    ));
-                }
-                Some(Details {
-                    title: format!("process {}", p.pid),
-                    lines,
-                    scroll: 0,
-                })
+                self.process_details(i as usize)
             }
-            View::Files => {
-                let r = self.session.files.entries.get(key as usize)?;
-                let mut lines = self.process_line(Some(r.pid));
-                record_lines(self.file_raw.get(key as usize)?, first, &mut lines);
-                Some(Details {
-                    title: format!("file {}", r.path),
-                    lines,
-                    scroll: 0,
-                })
-            }
-            View::Network => {
-                let r = self.session.network.entries.get(key as usize)?;
-                let rows = self.net_raw.get(key as usize)?;
-                let mut lines = self.process_line(Some(r.pid));
-                record_lines(&rows.raw, first, &mut lines);
-                for later in &rows.later {
-                    lines.push(String::new());
-                    record_lines(later, first, &mut lines);
-                }
-                Some(Details {
-                    title: format!(
-                        "network {} {}",
-                        r.op.as_str(),
-                        crate::tui::model::net_dest(r)
-                    ),
-                    lines,
-                    scroll: 0,
-                })
-            }
+            View::Files => self.file_details(key as usize),
+            View::Network => self.net_details(key as usize),
+            View::ToolCalls => match self.steps.order.get(key as usize)?.0 {
+                StepRow::Step(k) => Some(self.step_details(k)),
+                StepRow::Process(i) => self.process_details(i),
+                StepRow::File(i) => self.file_details(i),
+                StepRow::Net(i) => self.net_details(i),
+            },
             View::Alerts => {
                 let a = self.alerts.get(key)?;
                 let mut lines = vec![format!("{}: {}", a.kind.name(), a.summary)];
@@ -140,6 +53,201 @@ impl App {
                     scroll: 0,
                 })
             }
+        }
+    }
+
+    fn process_details(&self, i: usize) -> Option<Details> {
+        let first = self.first_at;
+        let node = self.procs.nodes.get(i)?;
+        let p = self.session.processes.list.get(i)?;
+        let mut lines = vec![];
+        lines.push(format!(
+            "pid {} · parent {} · {} child{}",
+            p.pid,
+            p.ppid,
+            node.children.len(),
+            if node.children.len() == 1 { "" } else { "ren" }
+        ));
+        let status = match (p.exit_code, p.signal) {
+            (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
+            (Some(c), None) => format!("exited {c}"),
+            (None, None) if self.ended.is_some() => "still running when the capture ended".into(),
+            (None, None) => "running".into(),
+        };
+        let ran = match p.ended {
+            Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(p.began))),
+            None => String::new(),
+        };
+        lines.push(format!("status: {status}{ran}"));
+        let mut flags = vec![];
+        flags.push(self.session.processes.verdict(p).as_str().to_string());
+        if p.fork_only {
+            flags.push("fork only (argv is the parent's)".into());
+        }
+        if p.preexisting {
+            flags.push("preexisting".into());
+        }
+        if p.launcher {
+            flags.push("launcher".into());
+        }
+        if !flags.is_empty() {
+            lines.push(format!("verdict: {}", flags.join(" · ")));
+        }
+        lines.push(format!("argv: {}", proc_argv(p)));
+        lines.extend(self.step_line(
+            &crate::state::tool_calls::ToolCallRef::of(p.step),
+            p.after_step,
+        ));
+        for t in &p.tried {
+            lines.push(format!(
+                "tried to run: {} ({}, {}) argv: {}{}",
+                t.path,
+                t.result,
+                t.syscall,
+                crate::tui::model::join_argv(&t.argv),
+                if t.from_caller_memory {
+                    " · name and argv read from the caller's memory"
+                } else {
+                    ""
+                }
+            ));
+        }
+        for raw in &node.records {
+            lines.push(String::new());
+            record_lines(raw, first, &mut lines);
+        }
+        if node.records_dropped > 0 {
+            lines.push(format!(
+                "({} more records in the Log view)",
+                node.records_dropped
+            ));
+        }
+        Some(Details {
+            title: format!("process {}", p.pid),
+            lines,
+            scroll: 0,
+        })
+    }
+
+    fn file_details(&self, i: usize) -> Option<Details> {
+        let r = self.session.files.entries.get(i)?;
+        let mut lines = self.process_line(Some(r.pid));
+        lines.extend(self.step_line(&r.tool_call, r.after_step));
+        record_lines(self.file_raw.get(i)?, self.first_at, &mut lines);
+        Some(Details {
+            title: format!("file {}", r.path),
+            lines,
+            scroll: 0,
+        })
+    }
+
+    fn net_details(&self, i: usize) -> Option<Details> {
+        let first = self.first_at;
+        let r = self.session.network.entries.get(i)?;
+        let rows = self.net_raw.get(i)?;
+        let mut lines = self.process_line(Some(r.pid));
+        lines.extend(self.step_line(&r.tool_call, r.after_step));
+        record_lines(&rows.raw, first, &mut lines);
+        for later in &rows.later {
+            lines.push(String::new());
+            record_lines(later, first, &mut lines);
+        }
+        Some(Details {
+            title: format!(
+                "network {} {}",
+                r.op.as_str(),
+                crate::tui::model::net_dest(r)
+            ),
+            lines,
+            scroll: 0,
+        })
+    }
+
+    /// Which step an entry is under, and whether it came after the step ended.
+    fn step_line(&self, t: &crate::state::tool_calls::ToolCallRef, after: bool) -> Vec<String> {
+        use crate::state::tool_calls::ToolCallRef;
+        let after = if after {
+            " · after the step ended"
+        } else {
+            ""
+        };
+        match t {
+            ToolCallRef::Unset => vec![],
+            ToolCallRef::Agent => vec![format!("tool call: none (the agent itself){after}")],
+            ToolCallRef::Step(id) => vec![format!("tool call: step {id}{after}")],
+        }
+    }
+
+    /// A step: what it ran, how it ended, what it did (and after it ended). None: the agent's
+    /// own group.
+    fn step_details(&self, k: Option<usize>) -> Details {
+        let Some(t) = k.and_then(|k| self.session.tool_calls.list.get(k)) else {
+            return Details {
+                title: "the agent itself".into(),
+                lines: vec![
+                    "What the agent process did itself (its own edits, its own connections), and"
+                        .into(),
+                    "what no step started (the launchers before it). Enter on a row shows it."
+                        .into(),
+                ],
+                scroll: 0,
+            };
+        };
+        let k = k.unwrap_or_default();
+        let list = &self.session.processes.list;
+        let own = &list[t.entries[0]];
+        let last = &list[*t.entries.last().unwrap_or(&t.entries[0])];
+        let id = crate::state::tool_calls::id(k);
+        let mut lines = vec![format!(
+            "step {id} · pid {} · {} program{} of its own",
+            own.pid,
+            t.entries.len(),
+            if t.entries.len() == 1 { "" } else { "s" }
+        )];
+        lines.push(format!(
+            "command: {}",
+            step_command(&self.session, k).unwrap_or_else(|| "(a fork of the agent)".into())
+        ));
+        lines.push(format!("argv: {}", proc_argv(last)));
+        let status = match (last.exit_code, last.signal) {
+            (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
+            (Some(c), None) => format!("exited {c}"),
+            (None, None) if self.ended.is_some() => "still running when the capture ended".into(),
+            (None, None) => "running".into(),
+        };
+        let ran = match last.ended {
+            Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(own.began))),
+            None => String::new(),
+        };
+        lines.push(format!("status: {status}{ran}"));
+        let g = k + 1;
+        let (mut procs, mut files, mut net) = (0, 0, 0);
+        for &(row, group) in &self.steps.order {
+            if group as usize == g {
+                match row {
+                    StepRow::Process(_) => procs += 1,
+                    StepRow::File(_) => files += 1,
+                    StepRow::Net(_) => net += 1,
+                    StepRow::Step(_) => {}
+                }
+            }
+        }
+        lines.push(format!(
+            "under it: {procs} other program runs, {files} file entries, {net} network entries"
+        ));
+        if t.after_step > 0 {
+            lines.push(format!(
+                "after it ended: {} effects of its processes (outlived)",
+                t.after_step
+            ));
+            if let Some(a) = &t.first_after {
+                lines.push(format!("first: pid {} {} at {}", a.pid, a.what, a.at));
+            }
+        }
+        Details {
+            title: format!("step {id}"),
+            lines,
+            scroll: 0,
         }
     }
 
