@@ -34,6 +34,7 @@
 pub mod client;
 pub mod config;
 pub mod cursor;
+pub mod encode;
 pub mod exporter;
 pub mod mapping;
 pub mod received;
