@@ -207,11 +207,10 @@ fn fast_record(line: &[u8], observed_ns: u64, buf: &mut Vec<u8>) -> bool {
         return false;
     };
     let kind = f.kind.as_deref().unwrap_or("unknown");
-    let time = f
-        .at
-        .as_deref()
-        .and_then(crate::time::parse_ns)
-        .map_or(0, |ns| u64::try_from(ns).unwrap_or(0));
+    let time =
+        f.at.as_deref()
+            .and_then(crate::time::parse_ns)
+            .map_or(0, |ns| u64::try_from(ns).unwrap_or(0));
     let (severity, severity_text) = if kind == "violation" {
         (SeverityNumber::Warn, "WARN")
     } else {
@@ -372,7 +371,12 @@ mod tests {
         // The usual records take the direct way, the others the general mapping.
         for (i, line) in lines.iter().enumerate() {
             let direct = fast_record(line, 1, &mut Vec::new());
-            assert_eq!(direct, i < 11, "line {i}: {:?}", String::from_utf8_lossy(line));
+            assert_eq!(
+                direct,
+                i < 11,
+                "line {i}: {:?}",
+                String::from_utf8_lossy(line)
+            );
         }
         // One at a time, so a difference names its line.
         for line in &lines {
