@@ -68,11 +68,22 @@ pub enum EventKind {
     /// An open of the monitor's own files: its `/proc/PID/...` entries or one of its outputs
     /// (by inode, whatever the path). Tail: the walked path, as a `FileEvent`'s.
     MonitorFile = 15,
+    // 20–29: network truth from the kernel's own objects (issue 14).
+    /// A TCP connection begun by a traced task (at CLOSE→SYN_SENT, in the asking task),
+    /// accepted on a traced listener (SYN_RECV→ESTABLISHED), a listener (→LISTEN), or a vsock
+    /// connection request: a [`ConnEvent`] with the socket's own addresses and namespace.
+    NetConn = 20,
+    /// A followed connection became established (its local port known) or closed (its error
+    /// and byte counts): a [`ConnEvent`].
+    NetConnEnd = 21,
+    /// The first packet of a flow (datagrams, raw and packet frames, vsock data), or a DNS
+    /// datagram: a [`FlowEvent`]; the flow's counts stay in the kernel's `FLOWS` map.
+    NetFlow = 22,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 20] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -88,6 +99,9 @@ impl EventKind {
         Self::Pidfd,
         Self::Signal,
         Self::MonitorFile,
+        Self::NetConn,
+        Self::NetConnEnd,
+        Self::NetFlow,
         Self::ExecFailed,
         Self::Output,
     ];
@@ -111,6 +125,9 @@ impl EventKind {
             13 => Self::Pidfd,
             14 => Self::Signal,
             15 => Self::MonitorFile,
+            20 => Self::NetConn,
+            21 => Self::NetConnEnd,
+            22 => Self::NetFlow,
             _ => return None,
         })
     }
@@ -134,6 +151,9 @@ impl EventKind {
             Self::Pidfd => "pidfd",
             Self::Signal => "signal",
             Self::MonitorFile => "monitor_file",
+            Self::NetConn => "net_conn",
+            Self::NetConnEnd => "net_conn_end",
+            Self::NetFlow => "net_flow",
         }
     }
 
@@ -158,6 +178,8 @@ impl EventKind {
             | Self::Pidfd
             | Self::Signal
             | Self::MonitorFile => core::mem::size_of::<TamperEvent>(),
+            Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
+            Self::NetFlow => core::mem::size_of::<FlowEvent>(),
         }
     }
 }
@@ -215,7 +237,10 @@ const _: () = {
             | EventKind::TraceAccess
             | EventKind::Pidfd
             | EventKind::Signal
-            | EventKind::MonitorFile => 17,
+            | EventKind::MonitorFile
+            | EventKind::NetConn
+            | EventKind::NetConnEnd
+            | EventKind::NetFlow => 20,
         }
     }
     assert!(
@@ -249,13 +274,34 @@ pub mod abi {
     pub const AF_UNIX: u16 = 1;
     pub const AF_INET: u16 = 2;
     pub const AF_INET6: u16 = 10;
+    pub const AF_PACKET: u16 = 17;
+    pub const AF_VSOCK: u16 = 40;
     pub const SOCK_STREAM: u32 = 1;
     pub const SOCK_DGRAM: u32 = 2;
+    pub const SOCK_RAW: u32 = 3;
+    pub const SOCK_SEQPACKET: u32 = 5;
+    pub const IPPROTO_ICMP: u32 = 1;
     pub const IPPROTO_TCP: u32 = 6;
     pub const IPPROTO_UDP: u32 = 17;
+    pub const IPPROTO_ICMPV6: u32 = 58;
+    pub const IPPROTO_SCTP: u32 = 132;
+    pub const IPPROTO_UDPLITE: u32 = 136;
     /// Errors the probes and the decoder name (as positive numbers).
+    pub const ECONNRESET: i32 = 104;
+    pub const ETIMEDOUT: i32 = 110;
     pub const ECONNREFUSED: i32 = 111;
     pub const EINPROGRESS: i32 = 115;
+    /// TCP states (include/net/tcp_states.h), as `inet_sock_set_state` gives them.
+    pub const TCP_ESTABLISHED: u32 = 1;
+    pub const TCP_SYN_SENT: u32 = 2;
+    pub const TCP_SYN_RECV: u32 = 3;
+    pub const TCP_TIME_WAIT: u32 = 6;
+    pub const TCP_CLOSE: u32 = 7;
+    pub const TCP_LISTEN: u32 = 10;
+    pub const TCP_NEW_SYN_RECV: u32 = 12;
+    /// Ethernet types (include/uapi/linux/if_ether.h).
+    pub const ETH_P_IP: u32 = 0x0800;
+    pub const ETH_P_IPV6: u32 = 0x86dd;
 }
 
 /// Starts every record.
@@ -577,6 +623,126 @@ pub mod fails {
     pub const SLOTS: u32 = 4;
 }
 
+/// [`ConnEvent::op`].
+pub mod conn {
+    /// NetConn: a traced task began a connection (TCP at SYN_SENT; vsock at its request).
+    pub const OUT: u32 = 1;
+    /// NetConn: a connection arrived on a traced task's listener and was established.
+    pub const IN: u32 = 2;
+    /// NetConn: a traced task's socket began listening.
+    pub const LISTEN: u32 = 3;
+    /// NetConnEnd: a followed connection is established (its local address is known now).
+    pub const UP: u32 = 4;
+    /// NetConnEnd: a followed connection closed (`err`, byte counts).
+    pub const DOWN: u32 = 5;
+
+    /// [`super::ConnEvent::flags`]: made by an io_uring worker or SQPOLL thread (PF_IO_WORKER),
+    /// which has no syscall of its own.
+    pub const IO_WORKER: u32 = 1 << 0;
+    /// The listener's owner was found but `CONNS` was full: this connection's end is not seen.
+    pub const UNFOLLOWED: u32 = 1 << 1;
+}
+
+/// A connection of a traced process, from the socket the kernel uses (kinds NetConn and
+/// NetConnEnd). Addresses are as the `struct sock` holds them: 4 bytes for v4 (the first
+/// four), 16 for v6; for vsock the first four bytes are the CID (native order). Ports are in
+/// host order. `header.tgid`/`start_ns` name the owner, whatever task the hook ran in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnEvent {
+    pub header: EventHeader,
+    /// A [`conn`] op.
+    pub op: u32,
+    pub family: u32,
+    pub sock_type: u32,
+    pub protocol: u32,
+    /// The local end.
+    pub saddr: [u8; 16],
+    /// The remote end (out: the destination; in: the peer that connected).
+    pub daddr: [u8; 16],
+    pub sport: u32,
+    pub dport: u32,
+    /// The network namespace of the socket itself.
+    pub sk_netns: u32,
+    /// The namespace of the task the hook ran in, when that is the asking task (out,
+    /// listen); 0 otherwise.
+    pub task_netns: u32,
+    /// The asking task's system call (`orig_ax` of the registers saved at its entry: connect,
+    /// sendto, sendmsg, io_uring_enter, listen, …), -1 when it has none (`IO_WORKER`).
+    pub syscall: i32,
+    pub flags: u32,
+    /// DOWN: `sk_err` (positive: 111 refused, 110 timed out, 104 reset; 0 a normal close).
+    pub err: i32,
+    /// The TCP state before the change that made the record.
+    pub old_state: u32,
+    /// DOWN (TCP): `tcp_sock.bytes_acked` (a FIN counts one) and `bytes_received`.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// The kernel socket: the records of one connection share it.
+    pub sock: u64,
+}
+
+/// Key of the kernel's `FLOWS` map: one flow of one process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub tgid: u32,
+    /// The socket's family (AF_INET, AF_INET6, AF_PACKET, AF_VSOCK, AF_UNIX).
+    pub family: u32,
+    pub sock_type: u32,
+    /// The packet's own transport protocol (IP protocol number), or `FLOW_ETHERTYPE |
+    /// ethertype` for a frame that is not IP; 0 for vsock and unix.
+    pub proto: u32,
+    /// The packet's destination (4 or 16 bytes, by `ip`); vsock: the CID in the first four.
+    pub daddr: [u8; 16],
+    /// The destination port (UDP, SCTP, UDP-Lite, vsock), host order; 0 for others.
+    pub dport: u32,
+    /// The network namespace of the device the packet left by (AF_UNIX, vsock: the socket's).
+    pub netns: u32,
+    /// The IP version of the packet (4, 6), 0 for other frames.
+    pub ip: u32,
+    pub _pad: u32,
+    pub start_ns: u64,
+}
+
+/// `proto` of a [`FlowKey`] for a frame that is not IP: this bit and the ethertype.
+pub const FLOW_ETHERTYPE: u32 = 1 << 16;
+
+/// Value in `FLOWS`: what the flow carried so far.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowValue {
+    pub packets: u64,
+    /// Bytes as they left (link header included: `skb->len` at the device).
+    pub bytes: u64,
+}
+
+/// [`FlowEvent::flags`]: `FLOWS` was full: this packet was not counted there (it is one
+/// packet on its own, and the loss is counted).
+pub const FLOW_UNAGGREGATED: u32 = 1 << 0;
+
+/// A flow's first packet (kind NetFlow). No payload is kept.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowEvent {
+    pub header: EventHeader,
+    pub key: FlowKey,
+    /// The packet's source address and port.
+    pub saddr: [u8; 16],
+    pub sport: u32,
+    /// The device it left by.
+    pub ifindex: u32,
+    /// ICMP: type << 8 | code.
+    pub icmp: u32,
+    /// Bytes of this packet.
+    pub len: u32,
+    pub flags: u32,
+    /// The socket's own namespace (it may differ from the device's: a socket made before a
+    /// setns sends from its own).
+    pub sk_netns: u32,
+    pub _pad: u32,
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -634,4 +800,8 @@ mod user {
     unsafe impl aya::Pod for ExecFailedEvent {}
     unsafe impl aya::Pod for TamperEvent {}
     unsafe impl aya::Pod for FileKey {}
+    unsafe impl aya::Pod for ConnEvent {}
+    unsafe impl aya::Pod for FlowKey {}
+    unsafe impl aya::Pod for FlowValue {}
+    unsafe impl aya::Pod for FlowEvent {}
 }

@@ -9,6 +9,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
 
 #define SW_INLINE __attribute__((always_inline))
 
@@ -454,4 +455,100 @@ SW_INLINE u32 sw_file_proc_pid(void *file)
 	if (!pid)
 		return 0;
 	return BPF_CORE_READ(sw_pid_upid(pid, 0), nr);
+}
+
+// ---- network truth: sockets and packets (issue 14) ----
+
+SW_INLINE u32 sw_sk_type(void *sk)
+{
+	return BPF_CORE_READ((struct sock *)sk, sk_type);
+}
+
+// A full socket of a user process: not a request or time-wait mini socket (whose fields past
+// `sock_common` are something else: SYN-ACKs and ACKs sent in softirq carry them), and one
+// with a `struct file` (not a kernel socket: the ICMP socket that sends port-unreachables and
+// echo replies, TCP's control socket, tunnels).
+SW_INLINE int sw_sk_is_user(void *sk)
+{
+	u8 state = BPF_CORE_READ((struct sock *)sk, __sk_common.skc_state);
+	if (state == TCP_NEW_SYN_RECV || state == TCP_TIME_WAIT)
+		return 0;
+	struct socket *so = BPF_CORE_READ((struct sock *)sk, sk_socket);
+	return so && BPF_CORE_READ(so, file);
+}
+
+// The TCP byte counts of a connection: acknowledged by the peer (a FIN counts one), received.
+SW_INLINE void sw_tcp_bytes(void *sk, u64 *out)
+{
+	out[0] = BPF_CORE_READ((struct tcp_sock *)sk, bytes_acked);
+	out[1] = BPF_CORE_READ((struct tcp_sock *)sk, bytes_received);
+}
+
+SW_INLINE void *sw_skb_sk(void *skb)
+{
+	return BPF_CORE_READ((struct sk_buff *)skb, sk);
+}
+
+SW_INLINE void *sw_skb_dev(void *skb)
+{
+	return BPF_CORE_READ((struct sk_buff *)skb, dev);
+}
+
+SW_INLINE u32 sw_skb_len(void *skb)
+{
+	return BPF_CORE_READ((struct sk_buff *)skb, len);
+}
+
+SW_INLINE u32 sw_dev_netns(void *dev)
+{
+	return BPF_CORE_READ((struct net_device *)dev, nd_net.net, ns.inum);
+}
+
+SW_INLINE u32 sw_dev_ifindex(void *dev)
+{
+	return BPF_CORE_READ((struct net_device *)dev, ifindex);
+}
+
+// Where the packet's network header starts. IP sockets: where the IP layer put it. Packet
+// sockets: past the device's link header from `skb->data` (their network_header is the frame's
+// start); `*ethertype` is then the frame's own type when the link header is Ethernet's, else
+// `skb->protocol`.
+SW_INLINE const u8 *sw_skb_l3(void *skb, void *dev, u32 family, u32 *ethertype)
+{
+	struct sk_buff *s = skb;
+	u16 proto = BPF_CORE_READ(s, protocol);
+	*ethertype = bpf_ntohs(proto);
+	if (family == 17) { // AF_PACKET
+		const u8 *data = BPF_CORE_READ(s, data);
+		u16 hlen = BPF_CORE_READ((struct net_device *)dev, hard_header_len);
+		if (hlen == 14) {
+			u16 type = 0;
+			bpf_probe_read_kernel(&type, 2, data + 12);
+			*ethertype = bpf_ntohs(type);
+		}
+		return data + hlen;
+	}
+	const u8 *head = BPF_CORE_READ(s, head);
+	return head + BPF_CORE_READ(s, network_header);
+}
+
+// An io_uring worker or SQPOLL thread (PF_IO_WORKER): it runs requests, it made no syscall.
+SW_INLINE u32 sw_task_io_worker(void *task)
+{
+	return BPF_CORE_READ((struct task_struct *)task, flags) & 0x10;
+}
+
+// The current task's system call: orig_ax of the user registers saved at its entry (x86-64).
+SW_INLINE long sw_syscall_nr(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return BPF_CORE_READ(regs, orig_ax);
+}
+
+// Adds one packet of `len` bytes to a flow's counts (`{packets, bytes}` in a map value), with
+// atomic adds: other CPUs count the same flow (the BPF target's core has no atomic RMW).
+SW_INLINE void sw_count_packet(u64 *counts, u64 len)
+{
+	__sync_fetch_and_add(&counts[0], 1);
+	__sync_fetch_and_add(&counts[1], len);
 }

@@ -50,6 +50,18 @@ unsafe extern "C" {
     pub fn sw_fd_bpf_object(task: Ptr, fd: u32, id: *mut u32) -> u32;
     pub fn sw_fd_pidfd_pid(task: Ptr, fd: u32) -> u32;
     pub fn sw_file_proc_pid(file: Ptr) -> u32;
+    pub fn sw_sk_type(sk: Ptr) -> u32;
+    pub fn sw_sk_is_user(sk: Ptr) -> i32;
+    pub fn sw_tcp_bytes(sk: Ptr, out: *mut u64);
+    pub fn sw_skb_sk(skb: Ptr) -> Ptr;
+    pub fn sw_skb_dev(skb: Ptr) -> Ptr;
+    pub fn sw_skb_len(skb: Ptr) -> u32;
+    pub fn sw_dev_netns(dev: Ptr) -> u32;
+    pub fn sw_dev_ifindex(dev: Ptr) -> u32;
+    pub fn sw_skb_l3(skb: Ptr, dev: Ptr, family: u32, ethertype: *mut u32) -> *const u8;
+    pub fn sw_task_io_worker(task: Ptr) -> u32;
+    pub fn sw_syscall_nr() -> i64;
+    pub fn sw_count_packet(counts: *mut u64, len: u64);
 }
 
 /// `s_magic` of procfs.

@@ -488,6 +488,8 @@ impl Capture {
                 userns: None,
                 cgroup_id: None,
                 duration_ms: now.saturating_sub(e.start_ns) / 1_000_000,
+                tool_call: Default::default(),
+                after_step: false,
                 output: None,
                 tried: Vec::new(),
             };
@@ -604,9 +606,22 @@ impl Capture {
             Event::Net(net) => {
                 let at_text = self.clock.rfc3339(at);
                 let agent = self.session.processes.agent_netns;
-                if let Some(r) = from_kernel::net(&mut self.sockets, &net, &at_text, agent) {
+                for r in from_kernel::net(&mut self.sockets, &net, &at_text, agent) {
                     self.emit(at, r);
                 }
+            }
+            Event::Conn(c) => {
+                let at_text = self.clock.rfc3339(at);
+                let agent = self.session.processes.agent_netns;
+                for r in from_kernel::conn(&mut self.sockets, &c, &at_text, agent) {
+                    self.emit(at, r);
+                }
+            }
+            Event::Flow(f) => {
+                let at_text = self.clock.rfc3339(at);
+                let agent = self.session.processes.agent_netns;
+                let r = from_kernel::flow(&f, &at_text, agent);
+                self.emit(at, r);
             }
             Event::Link { op, symbolic } => {
                 let r = from_kernel::link(&self.classifier, &op, symbolic);
@@ -795,6 +810,15 @@ impl Capture {
             };
             self.emit(end_ns, Record::FileHash(h));
         }
+        for r in from_kernel::unpaired(&mut self.sockets) {
+            self.emit(end_ns, r);
+        }
+        // What each flow carried, as the kernel counted it.
+        let mut flows = self.probe.flows();
+        flows.sort_by_key(|(k, _)| (k.tgid, k.start_ns));
+        for (k, v) in &flows {
+            self.emit(end_ns, Record::FlowCount(from_kernel::flow_count(k, v)));
+        }
         // Git refs moved and package manifests made: what they held at the end.
         let files = &self.session.files.entries;
         let refs = crate::state::git::updated_refs(files);
@@ -876,6 +900,7 @@ impl Capture {
                 violation: Some(v.kind),
                 pid: v.pid,
                 summary: v.summary.clone(),
+                tool_call: v.tool_call.clone(),
             };
             self.emit(end_ns, Record::Violation(v));
         }

@@ -28,7 +28,8 @@ fn json(name: &str) -> Value {
 /// A report without what differs by construction: where the log is and what its check said
 /// (a capture wrote its log, a replay checked it), and how long the processes still running
 /// at the end ran (that binary's capture measured them to its clock when it finished, its
-/// replay and this version to the end record's time).
+/// replay and this version to the end record's time). The fields this version adds are
+/// compared in `old_logs_get_tool_calls`.
 fn comparable(mut r: Value) -> Value {
     // Sections added since those binaries: nothing in them when empty.
     for k in ["packages", "git"] {
@@ -45,6 +46,16 @@ fn comparable(mut r: Value) -> Value {
     for p in r["processes"].as_array_mut().unwrap() {
         if p["running_at_end"] == true {
             p.as_object_mut().unwrap().remove("duration_ms");
+        }
+    }
+    // What this version adds, which that binary did not write: the tool calls, and each
+    // entry's attribution to one.
+    r.as_object_mut().unwrap().remove("tool_calls");
+    for list in ["processes", "files", "network", "violations"] {
+        for e in r[list].as_array_mut().unwrap() {
+            let e = e.as_object_mut().unwrap();
+            e.remove("tool_call");
+            e.remove("after_step");
         }
     }
     r
@@ -138,5 +149,75 @@ fn an_old_unended_log_replays_as_it_did() {
     let want = comparable(json("unended.replay.json"));
     if let Some(d) = first_difference(&got, &want, "") {
         panic!("unended: the replay differs from the old replay at {d}");
+    }
+}
+
+#[test]
+fn old_logs_get_tool_calls() {
+    // The fixture agent (tests/fixtures/agent.sh) runs its commands as children of its own
+    // shell: each is a step, and the entries of the old log are attributed to them on replay.
+    let r = replay::load(&fixture("run.jsonl")).unwrap().report;
+    let v = serde_json::to_value(&r).unwrap();
+    let calls = v["tool_calls"].as_array().unwrap();
+    let by_command = |c: &str| {
+        calls
+            .iter()
+            .find(|t| t["command"] == c)
+            .unwrap_or_else(|| panic!("no step `{c}`: {calls:#?}"))
+    };
+    let exit7 = by_command("exit 7");
+    assert_eq!(exit7["exit_code"], 7);
+    assert_eq!(exit7["argv"], serde_json::json!(["sh", "-c", "exit 7"]));
+    // `(exit 3)`: a subshell, a fork of the agent that ran no program.
+    let sub = calls
+        .iter()
+        .find(|t| t["fork_only"] == true)
+        .expect("the subshell step");
+    assert_eq!(
+        (sub["exit_code"].clone(), sub["command"].clone()),
+        (3.into(), Value::Null)
+    );
+    let cat = by_command("cat /tmp/swfx/home/.ssh/id_rsa");
+    let id = cat["id"].as_str().unwrap();
+    let cred = r
+        .violations
+        .iter()
+        .find(|v| v.summary.contains("/tmp/swfx/home/.ssh/id_rsa") && v.summary.contains(" read "))
+        .expect("the credential read");
+    assert_eq!(cred.tool_call.id(), Some(id));
+    assert_eq!(cat["violations"], 1);
+    // The agent's own write (a redirection in its shell) is under no step.
+    let main = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "/tmp/swfx/project/main.py")
+        .unwrap();
+    assert_eq!(main["tool_call"], Value::Null);
+    // The leftover is named with the step that started it.
+    let setsid = by_command("setsid sleep 3");
+    let leftover = r
+        .violations
+        .iter()
+        .find(|v| v.kind == sandbox_watch::record::ViolationKind::Leftover)
+        .unwrap();
+    assert_eq!(leftover.tool_call.id(), setsid["id"].as_str());
+    // The summary's first line names the step of the first finding.
+    let first = r.summary().lines().next().unwrap().to_string();
+    let v0 = &r.violations[0];
+    let step0 = calls
+        .iter()
+        .find(|t| Some(t["id"].as_str().unwrap()) == v0.tool_call.id());
+    if let Some(t) = step0 {
+        assert!(
+            first.contains(&format!("step {} `", t["id"].as_str().unwrap())),
+            "{first}"
+        );
+    }
+    // Every entry says which step it is under.
+    for list in ["processes", "files", "network", "violations"] {
+        for e in v[list].as_array().unwrap() {
+            assert!(e.get("tool_call").is_some(), "{list}: {e}");
+        }
     }
 }

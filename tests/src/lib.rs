@@ -207,9 +207,12 @@ fn comparable(report: &Value) -> Value {
 pub fn assert_replay_matches(live: &Value, log: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let replayed_path = dir.path().join("replayed.json");
+    // A capture reconciled with a transcript is replayed with the same one.
+    let transcript = live["transcript"]["path"].as_str();
     let out = command()
         .args(["replay", "--headless", "--report"])
         .arg(&replayed_path)
+        .args(transcript.map(|t| format!("--transcript={t}")))
         .arg(log)
         .output()
         .expect("start sandbox-watch replay");

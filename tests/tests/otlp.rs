@@ -219,8 +219,11 @@ fn attrs(list: &Value) -> Map<String, Value> {
 
 fn received(path: &Path) -> Vec<Received> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
+    // The collector may be writing as this reads: only whole lines (a request the sink has
+    // not finished writing is read on the next call).
+    let whole = text.rfind('\n').map_or("", |i| &text[..=i]);
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    for line in whole.lines().filter(|l| !l.trim().is_empty()) {
         let req: Value = serde_json::from_str(line).expect("the sink writes JSON");
         for rl in req["resourceLogs"].as_array().unwrap() {
             let resource = attrs(&rl["resource"]["attributes"]);
@@ -433,6 +436,114 @@ fn every_record_of_a_real_capture_arrives_as_written() {
     let (code, text) = verify_otlp(&sink.out, Some(&log));
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("is this log"), "{text}");
+}
+
+/// The network lines the kernel's own objects make (issue 14): a TCP connect to the test's
+/// listener, an accepted connection, a UDP flow and its counts, each arriving at the collector
+/// with the remote end as the kernel had it, named as OpenTelemetry names it.
+#[test]
+fn net_lines_arrive_with_the_kernels_remote_end() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sink = Sink::start(d, "got", "127.0.0.1:0", &[]);
+    let rotel = Rotel::start(d, free_port(), &sink);
+    let log = d.join("log.jsonl");
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
+    let taker = std::thread::spawn(move || {
+        let (mut c, peer) = tcp.accept().unwrap();
+        let mut got = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut got);
+        (peer, got)
+    });
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let dialer = d.join("dialer-port");
+    let py = r#"
+import socket, sys
+tcp, udp, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+c = socket.create_connection(("127.0.0.1", tcp)); c.sendall(b"to-the-test"); c.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(3): u.sendto(b"d" * 50, ("127.0.0.1", udp))
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+k = socket.create_connection(l.getsockname()); a, peer = l.accept()
+open(out, "w").write(str(k.getsockname()[1]))
+"#;
+    let (out, _) = capture(
+        d,
+        Some(&log),
+        &["--otlp", &rotel.url()],
+        &[],
+        &[
+            PYTHON,
+            "-c",
+            py,
+            &tcp_port.to_string(),
+            &udp_port.to_string(),
+            dialer.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_, data) = taker.join().unwrap();
+    assert_eq!(
+        data, b"to-the-test",
+        "the test's listener took the connection"
+    );
+    udp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    for _ in 0..3 {
+        udp.recv(&mut [0u8; 64]).expect("every datagram arrived");
+    }
+    let dialer_port: i64 = std::fs::read_to_string(&dialer).unwrap().parse().unwrap();
+    let got = wait_for_all(&sink, &log);
+    let lines: Vec<(String, Value)> = log_lines(&log)
+        .into_iter()
+        .map(|l| {
+            let v = serde_json::from_str(&l).unwrap();
+            (l, v)
+        })
+        .collect();
+    // The collector's copy of the one line `pick` selects.
+    let one = |what: &str, pick: &dyn Fn(&Value) -> bool| -> Map<String, Value> {
+        let found: Vec<&(String, Value)> = lines.iter().filter(|(_, v)| pick(v)).collect();
+        assert_eq!(found.len(), 1, "one {what} line: {found:#?}");
+        let line = &found[0].0;
+        got.iter()
+            .find(|g| g.body == *line)
+            .unwrap_or_else(|| panic!("not received: {line}"))
+            .attrs
+            .clone()
+    };
+    let tcp_port = i64::from(tcp_port);
+    let udp_port = i64::from(udp_port);
+    let c = one("connect to the test's listener", &|l| {
+        l["kind"] == "net" && l["op"] == "connect" && l["port"] == tcp_port
+    });
+    assert_eq!(c["server.address"], "127.0.0.1", "{c:#?}");
+    assert_eq!(c["server.port"], tcp_port);
+    assert_eq!(c["network.peer.address"], "127.0.0.1");
+    assert_eq!(c["network.peer.port"], tcp_port);
+    assert_eq!(c["network.transport"], "tcp");
+    assert_eq!(c["network.type"], "ipv4");
+    assert_eq!(c["sandbox_watch.net.netns"], own_netns());
+    assert_eq!(c["sandbox_watch.net.verdict"], "inside");
+    let a = one("accept", &|l| l["kind"] == "net" && l["op"] == "accept");
+    assert_eq!(a["client.address"], "127.0.0.1", "{a:#?}");
+    assert_eq!(a["client.port"], dialer_port, "the dialer's own port");
+    assert_eq!(a["network.peer.port"], dialer_port);
+    assert!(!a.contains_key("server.address"), "{a:#?}");
+    let s = one("send to the test's UDP socket", &|l| {
+        l["kind"] == "net" && l["op"] == "send" && l["port"] == udp_port
+    });
+    assert_eq!(s["server.address"], "127.0.0.1", "{s:#?}");
+    assert_eq!(s["network.peer.port"], udp_port);
+    assert_eq!(s["network.transport"], "udp");
+    let f = one("flow count of that send", &|l| {
+        l["kind"] == "flow_count" && l["port"] == udp_port
+    });
+    assert_eq!(f["server.address"], "127.0.0.1", "{f:#?}");
+    assert_eq!(f["server.port"], udp_port);
+    assert_eq!(f["sandbox_watch.net.packets"], 3);
 }
 
 #[test]

@@ -64,6 +64,10 @@ enum Task {
         /// same rounds, so a change is compared with what it changes under the same load.
         #[arg(long, value_name = "BIN")]
         baseline: Option<PathBuf>,
+        /// Only these workloads, comma-separated (exec_storm, open_storm, udp_storm,
+        /// tcp_connect_storm, agent_session); the latency and memory captures are left out.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        workloads: Vec<String>,
     },
 }
 
@@ -97,6 +101,7 @@ fn main() -> anyhow::Result<()> {
             no_peers,
             memory_only,
             baseline,
+            workloads,
         } => bench::run(bench::Options {
             runs,
             quick,
@@ -104,6 +109,7 @@ fn main() -> anyhow::Result<()> {
             no_peers,
             memory_only,
             baseline,
+            workloads,
         }),
     }
 }

@@ -17,6 +17,13 @@
 //! `SW_VM_NO_BUILD=1` skips setup and the release build of sandbox-watch (the binary already
 //! in target/release is used; the test binaries are still built); `SW_VM_ONLY=tamper,files`
 //! runs only those test binaries of the list (for development: CI runs them all).
+//!
+//! A guest kernel that hangs (a soft lockup: twice in four full runs of this TCG guest, in a
+//! `sandbox-watch` process; not yet explained) ends its boot at once with the kernel's trace in
+//! the console (`kernel| ` lines), and the binaries it did not finish run once more in a second
+//! boot, with one CPU (given the time the first left, at least 15 minutes). The run passes only
+//! if every binary that finished in the first boot passed, none that did not finish printed a
+//! failure, and the second boot passes whole; both summaries are printed and kept in `summary.txt`.
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::fs;
@@ -76,6 +83,19 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "net_kernel",
+        &[
+            "io_uring_connects_inline_in_io_wq_and_sqpoll_are_connects_with_the_kernels_destination",
+            "fastopen_sendto_and_sendmsg_are_connects",
+            "udp_datagrams_to_any_port_are_one_send_entry_with_the_kernels_counts",
+            "raw_icmp_is_a_send_entry",
+            "setns_back_to_the_host_then_io_uring_udp_is_outside",
+            "an_accepted_inbound_connection_has_the_dialers_address_and_port",
+            "a_sockaddr_rewritten_during_connect_is_recorded_where_it_went_and_flagged",
+            "a_descriptor_swapped_during_connect_keeps_the_kernels_socket_namespace",
+        ],
+    ),
+    (
         "file_truth",
         &[
             "a_key_read_through_a_hard_link_is_a_credential_read",
@@ -124,6 +144,9 @@ const GUEST_HOOK: &str = "fentry";
 
 /// Prefix of the lines the guest prints for the host to read.
 const MARK: &str = "@@sw-vm";
+
+/// What the kernel prints on the console when a CPU is stuck (a soft lockup).
+const LOCKUP: &str = "BUG: soft lockup";
 
 /// The initramfs's /init (busybox sh). It exits qemu through isa-debug-exit with the status
 /// of the guest script (2 when the guest could not be set up).
@@ -200,6 +223,7 @@ fail "switch_root failed"
 "#;
 
 /// One test binary as run in the guest.
+#[derive(Clone)]
 struct Planned {
     name: &'static str,
     exe: Option<PathBuf>,
@@ -257,10 +281,10 @@ pub fn run() -> anyhow::Result<()> {
             .filter_map(|p| p.exe.as_ref()?.parent().map(Path::to_path_buf)),
     );
     let keep = hidden_in_guest(&needed)?;
-    let boot = boot(&kernel, &initrd, &script, &keep, &console, timeout)?;
+    let boot = boot(&kernel, &initrd, &script, &keep, &console, timeout, 2)?;
 
     let outcome = evaluate(&plan, &boot);
-    let summary = summary(
+    let mut summary = summary(
         &kernel,
         &plan,
         &boot,
@@ -270,8 +294,66 @@ pub fn run() -> anyhow::Result<()> {
         &console,
     );
     println!("{summary}");
+    let mut pass = outcome.pass;
+    // A guest kernel that hung (a soft lockup) is named with its trace, and what it did not
+    // finish runs once more in a second boot: every binary that did finish must have passed,
+    // and the second boot must pass whole. The hang stays in the summary either way.
+    let rerun: Vec<Planned> = plan
+        .iter()
+        .zip(&outcome.bins)
+        .filter(|(_, b)| !b.ran)
+        .map(|(p, _)| p.clone())
+        .collect();
+    if outcome.lockup.is_some()
+        && !rerun.is_empty()
+        && outcome
+            .bins
+            .iter()
+            .all(|b| b.pass || (!b.ran && b.failed.is_empty()))
+    {
+        let first = dir.join("console-1.log");
+        fs::rename(&console, &first)?;
+        let names: Vec<&str> = rerun.iter().map(|p| p.name).collect();
+        eprintln!(
+            "vm-test: the guest kernel hung (soft lockup; its trace is above and in {}); \
+             booting once more for what did not finish: {}",
+            first.display(),
+            names.join(", ")
+        );
+        fs::write(&script, guest_script(&rerun, &sandbox_watch))?;
+        // The second boot gets what the first left, and at least 15 minutes (so the whole
+        // guest run stays under 45). It has one CPU: both recorded hangs had the monitor's
+        // threads stuck in the kernel, the second on both CPUs at once (a cross-CPU wait that
+        // never ended); with one CPU there is no other CPU to wait for.
+        let left = timeout
+            .saturating_sub(boot.wall)
+            .max(Duration::from_secs(900));
+        let again = self::boot(&kernel, &initrd, &script, &keep, &console, left, 1)?;
+        let outcome2 = evaluate(&rerun, &again);
+        let second = self::summary(
+            &kernel,
+            &rerun,
+            &again,
+            &outcome2,
+            setup_time,
+            started.elapsed(),
+            &console,
+        );
+        println!("{second}");
+        pass = outcome2.pass;
+        let _ = write!(
+            summary,
+            "\n==== second boot (the first boot's kernel hung; its console: {}) ====\n{second}",
+            first.display()
+        );
+        println!(
+            "vm-test: the first boot's kernel hung (soft lockup, trace in {}); the second boot {}",
+            first.display(),
+            if pass { "passed" } else { "failed too" }
+        );
+    }
     fs::write(dir.join("summary.txt"), &summary)?;
-    if !outcome.pass {
+    if !pass {
         // The summary said it all; no error trace after it.
         eprintln!("vm-test: FAILED");
         std::process::exit(1);
@@ -442,6 +524,21 @@ echo "$M probe status=$rc file_open=$hook uptime=$(up)"
 python3 -c 'import json; r = json.load(open("/tmp/sw-sanity.json")); print(json.dumps({{"probe": r["probe"], "coverage": r["coverage"]}}))' 2>&1
 [ "$hook" = {GUEST_HOOK} ] || overall=1
 
+# A kernel that hangs on a CPU (a soft lockup; it taints the kernel, bit 14) is named with
+# its trace from the kernel's log (the console shows only its first line), and the boot ends
+# at once instead of at the timeout.
+(
+    while sleep 5; do
+        [ $(( $(cat /proc/sys/kernel/tainted) & 16384 )) -eq 0 ] && continue
+        echo "$M lockup uptime=$(up)"
+        dmesg | sed -n '/soft lockup/,$p' | head -n 200 | sed 's/^/kernel| /'
+        printf '\003' | dd of=/dev/port bs=1 seek=244 count=1 status=none
+        echo o > /proc/sysrq-trigger
+        exit
+    done
+) &
+watcher=$!
+
 run_tests() {{
     name=$1; shift
     echo "$M begin $name uptime=$(up)"
@@ -468,7 +565,7 @@ run_tests() {{
     }
     writeln!(
         s,
-        "echo \"$M done status=$overall uptime=$(up)\"\nexit $overall"
+        "kill $watcher\necho \"$M done status=$overall uptime=$(up)\"\nexit $overall"
     )
     .unwrap();
     s
@@ -516,9 +613,10 @@ fn boot(
     keep: &[String],
     console: &Path,
     timeout: Duration,
+    cpus: u32,
 ) -> anyhow::Result<Boot> {
     let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args(["-accel", "tcg", "-m", "2048", "-smp", "2"])
+    cmd.args(["-accel", "tcg", "-m", "2048", "-smp", &cpus.to_string()])
         .arg("-kernel")
         .arg(&kernel.vmlinuz)
         .arg("-initrd")
@@ -553,9 +651,12 @@ fn boot(
     let mut child = cmd.spawn().context("cannot start qemu-system-x86_64")?;
     let log = Arc::new(Mutex::new(fs::File::create(console)?));
     let lines = Arc::new(Mutex::new(Vec::new()));
+    // When the console first said a CPU is stuck.
+    let lockup_seen: Arc<Mutex<Option<Instant>>> = Arc::default();
     let reader = |stream: Box<dyn Read + Send>, prefix: &'static str| {
         let log = log.clone();
         let lines = lines.clone();
+        let lockup_seen = lockup_seen.clone();
         std::thread::spawn(move || {
             let mut stream = BufReader::new(stream);
             let mut buf = Vec::new();
@@ -569,6 +670,9 @@ fn boot(
                 let line = format!("{prefix}{}", text.trim_end_matches(['\r', '\n']));
                 println!("{line}");
                 let _ = writeln!(log.lock().unwrap(), "{line}");
+                if line.contains(LOCKUP) {
+                    lockup_seen.lock().unwrap().get_or_insert_with(Instant::now);
+                }
                 lines
                     .lock()
                     .unwrap()
@@ -582,6 +686,19 @@ fn boot(
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
+        }
+        // The guest's own watcher ends a hung boot; if it cannot run (every CPU stuck), the
+        // host does, two minutes after the kernel's first soft-lockup line.
+        if lockup_seen
+            .lock()
+            .unwrap()
+            .is_some_and(|t| t.elapsed() > Duration::from_secs(120))
+        {
+            eprintln!(
+                "vm-test: the guest kernel hung (soft lockup) and did not end the boot: killing qemu"
+            );
+            let _ = child.kill();
+            break child.wait()?;
         }
         if start.elapsed() > timeout {
             timed_out = true;

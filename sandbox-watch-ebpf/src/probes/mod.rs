@@ -1,5 +1,7 @@
 //! One file per hook family. Each names the kernel hook and the prototype it relies on.
+mod conn;
 mod files;
+mod flow;
 mod net;
 mod output;
 mod process;

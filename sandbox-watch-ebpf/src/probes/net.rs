@@ -2,44 +2,23 @@
 //!
 //! - `sys_enter/exit_connect`, `listen`, `bind`: the socket comes from the caller's fd table;
 //!   its type, protocol and **its own** network namespace are read from the `struct sock`.
-//! - `raw_tracepoint/inet_sock_set_state(const struct sock *sk, int oldstate, int newstate)`:
-//!   the outcome of a non-blocking TCP connect (established, or closed with `sk_err`). It may
-//!   run in softirq context, so the owner comes from the `CONNECTING` map; on loopback it can
-//!   come before the connect's own exit, and userspace pairs the two by socket.
+//!   What the caller's sockaddr said at the exit is compared in userspace with what the
+//!   kernel's socket holds (`conn.rs`): a difference is a racing caller.
 //! - `sys_enter_sendto/sendmsg/sendmmsg`: a datagram to port 53 (given address, or the
 //!   connected peer) is sent with its first `DNS_MAX` bytes.
 use aya_ebpf::{
-    helpers::generated::{bpf_ktime_get_boot_ns, bpf_probe_read_user},
-    macros::{map, raw_tracepoint, tracepoint},
-    maps::LruHashMap,
-    programs::{RawTracePointContext, TracePointContext},
+    helpers::generated::bpf_probe_read_user, macros::tracepoint, programs::TracePointContext,
 };
 use sandbox_watch_common::{
-    DNS_MAX, EventHeader, EventKind, NET_BIND, NET_CONNECT, NET_CONNECT_RESULT, NET_DNS,
-    NET_LISTEN, NetEvent, SOCKADDR_MAX,
+    DNS_MAX, EventKind, NET_BIND, NET_CONNECT, NET_DNS, NET_LISTEN, NetEvent, SOCKADDR_MAX,
 };
 
 use super::syscall::{RET, arg, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
-use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, O_NONBLOCK, SOCK_DGRAM};
+use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, SOCK_DGRAM};
 
-const EINPROGRESS: i64 = sandbox_watch_common::abi::EINPROGRESS as i64;
-const TCP_ESTABLISHED: u64 = 1;
-const TCP_CLOSE: u64 = 7;
 const DNS_PORT: u32 = 53;
-
-/// Who started a connect still in progress, by kernel socket.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Owner {
-    tgid: u32,
-    _pad: u32,
-    start_ns: u64,
-}
-
-#[map]
-static CONNECTING: LruHashMap<u64, Owner> = LruHashMap::with_max_entries(4096, 0);
 
 /// Fills the event's socket fields from the socket behind `fd`; returns the `struct sock`.
 #[inline(always)]
@@ -120,29 +99,6 @@ fn send(base: *mut u8, ev: &NetEvent) {
 
 // ---- connect ----
 
-#[tracepoint(category = "syscalls", name = "sys_enter_connect")]
-pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
-    let tgid = current_tgid();
-    if !is_traced(tgid) {
-        return 0;
-    }
-    let fd = arg(&ctx, 0);
-    // A non-blocking TCP connect finishes later, or (on loopback) already inside this call:
-    // watch its socket's state from now on.
-    let task = current_task();
-    let file = unsafe { sw_task_fd_file(task, fd as u32) };
-    let sk = unsafe { sw_file_sock(file) };
-    if !sk.is_null() && unsafe { sw_file_flags(file) } & O_NONBLOCK != 0 {
-        let owner = Owner {
-            tgid,
-            _pad: 0,
-            start_ns: unsafe { sw_task_start_ns(task) },
-        };
-        let _ = CONNECTING.insert(sk as u64, owner, 0);
-    }
-    0
-}
-
 #[tracepoint(category = "syscalls", name = "sys_exit_connect")]
 pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     if !is_traced(current_tgid()) {
@@ -155,55 +111,12 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     let Some((base, ev, tail)) = event(NET_CONNECT) else {
         return 0;
     };
-    let sk = socket(ev, a[0] as u32);
+    socket(ev, a[0] as u32);
     let n = sockaddr(ev, tail, a[1], a[2] & 0xffff_ffff);
     if ev.family == AF_UNIX as u32 {
         ev.tail_len = n;
     }
     ev.result = ret as i32;
-    if ret != -EINPROGRESS && !sk.is_null() {
-        let _ = CONNECTING.remove(sk as u64);
-    }
-    send(base, ev);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
-pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
-    let sk: Ptr = ctx.arg(0);
-    let Some(owner) = (unsafe { CONNECTING.get(sk as u64) }).copied() else {
-        return 0;
-    };
-    let new_state: u64 = ctx.arg(2);
-    let result = match new_state {
-        TCP_ESTABLISHED => 0,
-        TCP_CLOSE => -unsafe { sw_sk_err(sk) },
-        _ => return 0,
-    };
-    let _ = CONNECTING.remove(sk as u64);
-    let Some(base) = scratch() else { return 0 };
-    let ev = unsafe { &mut *base.cast::<NetEvent>() };
-    *ev = NetEvent {
-        header: EventHeader {
-            kind: EventKind::Net as u32,
-            tgid: owner.tgid,
-            pid: owner.tgid,
-            _pad: 0,
-            ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
-            start_ns: owner.start_ns,
-            seq: 0,
-        },
-        op: NET_CONNECT_RESULT,
-        result,
-        sock: sk as u64,
-        ..Default::default()
-    };
-    unsafe {
-        ev.family = sw_sk_family(sk);
-        ev.protocol = sw_sk_protocol(sk);
-        ev.netns = sw_sk_netns(sk);
-    }
-    peer(ev, sk);
     send(base, ev);
     0
 }

@@ -317,10 +317,18 @@ pub struct Outputs {
     #[arg(long, value_name = "PATH")]
     pub summary: Option<PathBuf>,
     /// Comma list of violation kinds that make the exit status 3:
-    /// outside, credential, persistence, network, lost, leftover, export (--otlp records
-    /// not delivered).
+    /// outside, credential, persistence, network, lost, leftover, tamper (an act on the
+    /// monitor, or a caller that raced the kernel), export (--otlp records not delivered),
+    /// outlived (a step's process acted after its step ended), undeclared (a
+    /// finding under a step the transcript does not declare).
     #[arg(long, value_name = "KINDS", value_parser = parse_fail_on)]
     pub fail_on: Option<Kinds>,
+    /// Reconcile the tool calls with the agent's own transcript, read when the capture ends:
+    /// a plain JSONL of {tool, command, started_at, ended_at} (any agent), Claude Code's
+    /// session .jsonl or Codex's rollout .jsonl; `auto`: the newest such file the traced
+    /// processes wrote.
+    #[arg(long, value_name = "PATH|auto")]
+    pub transcript: Option<String>,
 }
 
 #[cfg(test)]

@@ -122,8 +122,25 @@ pub(super) fn conclude(
     export: Option<&otlp::Status>,
     code: u8,
 ) -> crate::error::Result<u8> {
+    let mut reconciled;
+    let report = match &args.transcript {
+        Some(_) => {
+            reconciled = report.clone();
+            reconcile(args, &mut reconciled);
+            &reconciled
+        }
+        None => report,
+    };
     write_outputs(args, report, export)?;
     Ok(status(args, report, export, code))
+}
+
+/// The report reconciled with the agent's transcript (`--transcript`), read after the capture
+/// ended; nothing without the option.
+pub(super) fn reconcile(args: &Outputs, report: &mut report::Report) {
+    if let Some(option) = &args.transcript {
+        crate::judge::transcript::apply(report, option);
+    }
 }
 
 /// Writes the report and appends the summary to its file (the TUI: as soon as the capture

@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::args::{AttachArgs, CaptureArgs, ContainerArgs, RunArgs};
 use super::export::{self, Export};
 use super::outputs::{
-    check_outputs, conclude, status, summary_option, summary_path, write_outputs,
+    check_outputs, conclude, reconcile, status, summary_option, summary_path, write_outputs,
 };
 use crate::capture::{Capture, Ends, Mode};
 use crate::error::{Result, Usage};
@@ -470,12 +470,14 @@ fn drive(
             let mut report = capture.finish();
             // The export's wait for the collector (up to --otlp-timeout) off this thread: the
             // TUI keeps answering meanwhile.
-            let (report, exported) = tokio::task::spawn_blocking(move || {
+            let (mut report, exported) = tokio::task::spawn_blocking(move || {
                 let exported = export::finish(export, &mut report);
                 (report, exported)
             })
             .await
             .expect("the export's end does not panic");
+            // The agent's transcript, once the capture has ended (it may write it last).
+            reconcile(out, &mut report);
             // At once, the screen still up: nothing that ends the TUI later can lose them.
             let written = write_outputs(out, &report, exported.as_ref());
             let reason = match &written {

@@ -4,3 +4,4 @@ pub mod identity;
 pub mod netpolicy;
 pub mod redact;
 pub mod tamper;
+pub mod transcript;

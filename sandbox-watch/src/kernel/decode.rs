@@ -192,6 +192,63 @@ pub enum Event {
     Output(Output),
     ExecFailed(ExecFailed),
     Tamper(Tamper),
+    Conn(Conn),
+    Flow(Flow),
+}
+
+/// What a [`Conn`] says (see `sandbox_watch_common::conn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnOp {
+    /// A traced task began a TCP connection (at SYN_SENT, in that task).
+    Out,
+    /// A connection arrived on a traced task's listener and was established.
+    In,
+    /// A traced task's TCP socket began listening.
+    Listen,
+    /// A followed connection is established.
+    Up,
+    /// A followed connection closed.
+    Down,
+}
+
+/// A TCP connection as the kernel's socket holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conn {
+    pub header: Header,
+    pub op: ConnOp,
+    pub family: u32,
+    pub sock_type: u32,
+    pub protocol: u32,
+    pub saddr: Option<std::net::IpAddr>,
+    pub sport: u16,
+    pub daddr: Option<std::net::IpAddr>,
+    pub dport: u16,
+    pub sk_netns: u32,
+    /// Out, Listen: the asking task's namespace.
+    pub task_netns: u32,
+    /// Out, Listen: the asking task's system call number (-1: an io_uring worker).
+    pub syscall: i32,
+    pub io_worker: bool,
+    /// Down: `sk_err` (positive).
+    pub err: i32,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub sock: u64,
+}
+
+/// A flow's first packet, from the packet's own headers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flow {
+    pub header: Header,
+    pub key: common::FlowKey,
+    pub daddr: Option<std::net::IpAddr>,
+    pub saddr: Option<std::net::IpAddr>,
+    pub sport: u16,
+    pub ifindex: u32,
+    pub icmp: u32,
+    pub len: u32,
+    pub unaggregated: bool,
+    pub sk_netns: u32,
 }
 
 impl Event {
@@ -207,6 +264,8 @@ impl Event {
             Event::Output(o) => &o.header,
             Event::ExecFailed(e) => &e.header,
             Event::Tamper(t) => &t.header,
+            Event::Conn(c) => &c.header,
+            Event::Flow(f) => &f.header,
         }
     }
 }
@@ -221,6 +280,8 @@ pub enum DecodeError {
     UnknownNetOp(u32),
     #[error("unknown output stream {0}")]
     UnknownStream(u32),
+    #[error("unknown connection operation {0}")]
+    UnknownConnOp(u32),
     #[error("{kind} record of {len} bytes is shorter than its fixed part ({need})")]
     Truncated {
         kind: &'static str,
@@ -284,6 +345,29 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 flags: o.flags,
                 via: o.via,
                 data: take(kind, tail, o.len as usize)?.to_vec(),
+            })
+        }
+        EventKind::NetConn | EventKind::NetConnEnd => {
+            Event::Conn(conn(hdr, read(bytes).expect("length checked"))?)
+        }
+        EventKind::NetFlow => {
+            let f: common::FlowEvent = read(bytes).expect("length checked");
+            let ip = |a: [u8; 16]| match f.key.ip {
+                4 => Some(std::net::IpAddr::from([a[0], a[1], a[2], a[3]])),
+                6 => Some(std::net::IpAddr::from(a)),
+                _ => None,
+            };
+            Event::Flow(Flow {
+                header: hdr,
+                key: f.key,
+                daddr: ip(f.key.daddr),
+                saddr: ip(f.saddr),
+                sport: f.sport as u16,
+                ifindex: f.ifindex,
+                icmp: f.icmp,
+                len: f.len,
+                unaggregated: f.flags & common::FLOW_UNAGGREGATED != 0,
+                sk_netns: f.sk_netns,
             })
         }
         EventKind::Fork => {
@@ -413,6 +497,52 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     })
 }
 
+/// A socket's address as `struct sock` holds it: v4 in the first 4 bytes, or v6 (a v4-mapped
+/// one is the v4 address).
+fn sock_addr(family: u32, a: [u8; 16]) -> Option<std::net::IpAddr> {
+    match family {
+        2 => Some(std::net::IpAddr::from([a[0], a[1], a[2], a[3]])),
+        10 => {
+            let v6 = std::net::Ipv6Addr::from(a);
+            Some(match v6.to_ipv4_mapped() {
+                Some(v4) => std::net::IpAddr::V4(v4),
+                None => std::net::IpAddr::V6(v6),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn conn(header: Header, c: common::ConnEvent) -> Result<Conn, DecodeError> {
+    let op = match c.op {
+        common::conn::OUT => ConnOp::Out,
+        common::conn::IN => ConnOp::In,
+        common::conn::LISTEN => ConnOp::Listen,
+        common::conn::UP => ConnOp::Up,
+        common::conn::DOWN => ConnOp::Down,
+        other => return Err(DecodeError::UnknownConnOp(other)),
+    };
+    Ok(Conn {
+        header,
+        op,
+        family: c.family,
+        sock_type: c.sock_type,
+        protocol: c.protocol,
+        saddr: sock_addr(c.family, c.saddr),
+        sport: c.sport as u16,
+        daddr: sock_addr(c.family, c.daddr),
+        dport: c.dport as u16,
+        sk_netns: c.sk_netns,
+        task_netns: c.task_netns,
+        syscall: c.syscall,
+        io_worker: c.flags & common::conn::IO_WORKER != 0,
+        err: c.err,
+        bytes_sent: c.bytes_sent,
+        bytes_received: c.bytes_received,
+        sock: c.sock,
+    })
+}
+
 fn net(header: Header, n: common::NetEvent, tail: &[u8]) -> Result<Net, DecodeError> {
     let tail = take(EventKind::Net, tail, n.tail_len as usize)?;
     let op = match n.op {
@@ -423,20 +553,7 @@ fn net(header: Header, n: common::NetEvent, tail: &[u8]) -> Result<Net, DecodeEr
         common::NET_DNS => NetOp::Dns,
         other => return Err(DecodeError::UnknownNetOp(other)),
     };
-    let addr = match n.family {
-        2 => Some(std::net::IpAddr::from([
-            n.addr[0], n.addr[1], n.addr[2], n.addr[3],
-        ])),
-        10 => {
-            let v6 = std::net::Ipv6Addr::from(n.addr);
-            // A v4-mapped address is the v4 one.
-            Some(match v6.to_ipv4_mapped() {
-                Some(v4) => std::net::IpAddr::V4(v4),
-                None => std::net::IpAddr::V6(v6),
-            })
-        }
-        _ => None,
-    };
+    let addr = sock_addr(n.family, n.addr);
     let unix_path = (n.family == 1 && op == NetOp::Connect).then(|| unix_path(tail));
     Ok(Net {
         header,
@@ -770,6 +887,13 @@ mod tests {
         assert_eq!(kinds.len(), EventKind::ALL.len(), "{kinds:?}");
         assert!(kinds.contains(&EventKind::Link) && kinds.contains(&EventKind::OpenFailed));
         assert!(kinds.contains(&EventKind::Output) && kinds.contains(&EventKind::ExecFailed));
+        for k in [
+            EventKind::NetConn,
+            EventKind::NetConnEnd,
+            EventKind::NetFlow,
+        ] {
+            assert!(kinds.contains(&k), "{k:?} missing from {kinds:?}");
+        }
     }
 
     fn patch<T: aya::Pod>(fixed: &mut [u8], f: impl FnOnce(&mut T)) {
@@ -848,6 +972,15 @@ mod tests {
                     }
                 }
             }),
+            // Fixed size, no tail: a known op half the time, else whatever the bytes say.
+            EventKind::NetConn | EventKind::NetConnEnd => {
+                patch::<common::ConnEvent>(&mut bytes, |c| {
+                    if fit && (r >> 4) & 1 == 0 {
+                        c.op = 1 + (r >> 40) as u32 % 5;
+                    }
+                })
+            }
+            EventKind::NetFlow => {}
         }
         bytes.extend_from_slice(tail);
         bytes

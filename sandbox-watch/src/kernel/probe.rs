@@ -11,7 +11,9 @@ use aya::{
     maps::{Array, HashMap, IterableMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, FEntry, ProgramError, RawTracePoint, TracePoint},
 };
-use sandbox_watch_common::{EventKind, FileKey, InodeKey, KIND_SLOTS, ReadKey, fails, globals};
+use sandbox_watch_common::{
+    EventKind, FileKey, FlowKey, FlowValue, InodeKey, KIND_SLOTS, ReadKey, fails, globals,
+};
 
 use super::guard::{self, Object};
 
@@ -130,7 +132,7 @@ const PROGRAMS: &[Program] = &[
     sys("sys_exit_renameat2", "renameat2"),
     sys("sys_exit_symlink", "symlink"), sys("sys_exit_symlinkat", "symlinkat"),
     sys("sys_exit_link", "link"), sys("sys_exit_linkat", "linkat"),
-    sys("sys_enter_connect", "connect"), sys("sys_exit_connect", "connect"),
+    sys("sys_exit_connect", "connect"),
     sys("sys_exit_listen", "listen"),
     sys("sys_exit_bind", "UDP server bind"),
     sys("sys_enter_sendto", "DNS over sendto"),
@@ -149,7 +151,13 @@ const PROGRAMS: &[Program] = &[
     Program {
         name: "inet_sock_set_state",
         hook: Hook::Raw("inet_sock_set_state"),
-        gap: Some("the outcome of non-blocking TCP connects"),
+        gap: Some("TCP connections from the kernel's socket (io_uring and fastopen connects, accepted connections, outcomes)"),
+        open_fallback: false,
+    },
+    Program {
+        name: "net_dev_queue",
+        hook: Hook::Raw("net_dev_queue"),
+        gap: Some("datagrams and packets from the packet (UDP, raw, ICMP, AF_PACKET, io_uring sends)"),
         open_fallback: false,
     },
     // The agent acting on its monitor (probes/tamper.rs).
@@ -192,6 +200,7 @@ pub struct Probe {
     traced: HashMap<MapData, u32, u32>,
     reads: HashMap<MapData, ReadKey, u64>,
     always: HashMap<MapData, InodeKey, u8>,
+    flows: HashMap<MapData, FlowKey, FlowValue>,
     drops: PerCpuArray<MapData, u64>,
     seq: Array<MapData, u64>,
     fails: PerCpuArray<MapData, u64>,
@@ -212,7 +221,9 @@ const FROZEN_AT_LOAD: &[&str] = &[
     "OWN_IDS",
     "MON_TIDS",
     "OUTPUTS",
-    "CONNECTING",
+    "CONNS",
+    "LISTENERS",
+    "FLOWS",
     "SCRATCH",
 ];
 
@@ -377,6 +388,7 @@ impl Probe {
         let drops = take_map(&mut ebpf, "DROPS")?;
         let seq = take_map(&mut ebpf, "SEQ")?;
         let fails = take_map(&mut ebpf, "FAILS")?;
+        let flows = take_map(&mut ebpf, "FLOWS")?;
         Ok(Probe {
             links,
             ebpf,
@@ -390,6 +402,7 @@ impl Probe {
             fails,
             own,
             frozen,
+            flows,
         })
     }
 
@@ -441,6 +454,11 @@ impl Probe {
     /// records received, what never arrived.
     pub fn sequence(&self) -> u64 {
         self.seq.get(&0, 0).unwrap_or(0)
+    }
+
+    /// Every flow the kernel counted (packets and bytes so far), by key.
+    pub fn flows(&self) -> Vec<(FlowKey, FlowValue)> {
+        self.flows.iter().filter_map(Result::ok).collect()
     }
 
     /// Makes the kernel send every open of this inode, by any traced process (credentials).

@@ -117,6 +117,8 @@ pub fn to_ocsf_on_host(
         Record::Net(n) => net_event(&mut rest, n.op),
         Record::NetResult(_) => net_event(&mut rest, NetOp::Connect),
         Record::Start(_)
+        | Record::NetTamper(_)
+        | Record::FlowCount(_)
         | Record::FileCount(_)
         | Record::FileHash(_)
         | Record::Listening(_)

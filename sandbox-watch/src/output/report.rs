@@ -10,6 +10,7 @@ use crate::state::files::FileEntry;
 use crate::state::git::Git;
 use crate::state::network::NetEntry;
 use crate::state::packages::Package;
+use crate::state::tool_calls::{ToolCallEntry, ToolCallRef};
 
 pub const SCHEMA: &str = "sandbox-watch/report/1";
 
@@ -37,6 +38,13 @@ pub struct Report {
     pub log: Option<LogInfo>,
     /// How many argv values were replaced by `[REDACTED]`.
     pub redactions: u64,
+    /// The agent's steps: one per direct child of the agent process (see `state::tool_calls`).
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallEntry>,
+    /// `--transcript`: what the agent's own transcript declares that was not seen, and the
+    /// other way round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<crate::judge::transcript::TranscriptInfo>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,7 +87,8 @@ pub struct ProbeInfo {
 pub const NOT_WATCHED: &[&str] = &[
     "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
-    "UDP datagrams other than DNS questions to port 53, and the data of any connection",
+    "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from sendto/sendmsg/sendmmsg only)",
+    "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data and addresses",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
 ];
 
@@ -161,6 +170,13 @@ pub struct ProcessEntry {
     /// left out (the log keeps them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tried: Vec<Tried>,
+    /// The tool call it is under (see `state::tool_calls`): a step's id, or null for the agent
+    /// itself; not in the log's records (the session works it out).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
+    /// It ran this program after its step's own process had ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_step: bool,
 }
 
 /// A program a process tried to run: the exec failed.
@@ -203,10 +219,24 @@ pub struct Violation {
     /// gone; `EACCES`: refused).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub failed: BTreeMap<String, u64>,
+    /// The tool call it happened under (null: the agent itself, or none).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
 }
 
 impl Violation {
+    /// A violation under no tool call (`tool_call` unset: not written).
     pub fn new(kind: ViolationKind, pid: Option<u32>, summary: String) -> Violation {
+        Violation::in_step(ToolCallRef::Unset, kind, pid, summary)
+    }
+
+    /// A violation under a tool call (a step's id, or the agent itself).
+    pub fn in_step(
+        tool_call: ToolCallRef,
+        kind: ViolationKind,
+        pid: Option<u32>,
+        summary: String,
+    ) -> Violation {
         Violation {
             kind,
             pid,
@@ -215,6 +245,7 @@ impl Violation {
             count: None,
             paths: Vec::new(),
             failed: BTreeMap::new(),
+            tool_call,
         }
     }
 }
@@ -354,6 +385,9 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    /// Connects raced by their callers (`net_tamper` records).
+    pub tampers: Vec<crate::record::NetTamper>,
+    pub tool_calls: Vec<ToolCallEntry>,
     pub packages: Vec<Package>,
     pub git: Git,
     pub redactions: u64,
@@ -377,6 +411,30 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         Verdict::Inside
     };
     let violations = violations(&p, lost, policy);
+    let mut tool_calls = p.tool_calls;
+    for t in &mut tool_calls {
+        let under = |r: &ToolCallRef| r.id() == Some(t.id.as_str());
+        t.processes = p
+            .processes
+            .iter()
+            .filter(|e| under(&e.tool_call) && !e.fork_only)
+            .count() as u64;
+        let files = p
+            .files
+            .iter()
+            .filter(|f| under(&f.tool_call) && f.result.is_none());
+        let (read, changed): (Vec<&FileEntry>, Vec<&FileEntry>) =
+            files.partition(|f| f.op == Op::Read);
+        t.files_changed = changed.iter().filter(|f| !not_a_file(f)).count() as u64;
+        t.files_read = read.len() as u64;
+        t.connections = p
+            .network
+            .iter()
+            .filter(|n| under(&n.tool_call) && n.op == NetOp::Connect)
+            .map(|n| n.count)
+            .sum();
+        t.violations = violations.iter().filter(|v| under(&v.tool_call)).count() as u64;
+    }
     Report {
         schema: SCHEMA.into(),
         coverage: Coverage {
@@ -408,6 +466,8 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         violations,
         log: None,
         redactions: p.redactions,
+        tool_calls,
+        transcript: None,
     }
 }
 
@@ -418,11 +478,20 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     let mut out = Vec::new();
     // Acts on the monitor first: what else the record says depends on it being whole.
     for (pid, line) in &parts.tamper {
-        out.push(Violation::new(ViolationKind::Tamper, *pid, line.clone()));
+        let step = pid
+            .and_then(|pid| processes.iter().rfind(|p| p.pid == pid))
+            .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
+        out.push(Violation::in_step(
+            step,
+            ViolationKind::Tamper,
+            *pid,
+            line.clone(),
+        ));
     }
     let name = |p: &ProcessEntry| clean(&p.argv.join(" ").chars().take(80).collect::<String>());
     for p in processes.iter().filter(|p| p.verdict == Verdict::Outside) {
-        out.push(Violation::new(
+        out.push(Violation::in_step(
+            p.tool_call.clone(),
             ViolationKind::Outside,
             Some(p.pid),
             format!(
@@ -485,7 +554,8 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 clean(&f.path)
             ),
         };
-        out.push(Violation::new(
+        out.push(Violation::in_step(
+            f.tool_call.clone(),
             ViolationKind::Credential,
             Some(f.pid),
             summary,
@@ -496,7 +566,8 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .iter()
         .filter(|n| n.verdict == Verdict::Outside)
     {
-        out.push(Violation::new(
+        out.push(Violation::in_step(
+            n.tool_call.clone(),
             ViolationKind::Outside,
             Some(n.pid),
             format!(
@@ -512,12 +583,14 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
     if !policy.is_empty() {
         for n in &parts.network {
             if n.op == NetOp::Listen
+                || n.op == NetOp::Accept
                 || n.proto == "unix"
                 || policy_allows(policy, &parts.network, n)
             {
                 continue;
             }
-            out.push(Violation::new(
+            out.push(Violation::in_step(
+                n.tool_call.clone(),
                 ViolationKind::Network,
                 Some(n.pid),
                 format!(
@@ -529,6 +602,43 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 ),
             ));
         }
+    }
+    for t in &parts.tampers {
+        let dest = |a: &Option<String>, p: Option<u16>| match (a, p) {
+            (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+            (Some(a), Some(p)) => format!("{a}:{p}"),
+            (Some(a), None) => a.clone(),
+            _ => "?".into(),
+        };
+        let mut what = Vec::new();
+        if t.caller_addr != t.addr || t.caller_port != t.port {
+            what.push(format!(
+                "its sockaddr read {} when connect returned",
+                dest(&t.caller_addr, t.caller_port)
+            ));
+        }
+        if t.fd_swapped {
+            what.push(format!(
+                "its descriptor named another socket (net namespace {}) when connect returned",
+                t.caller_netns.unwrap_or(0)
+            ));
+        }
+        let step = processes
+            .iter()
+            .rfind(|p| p.pid == t.pid)
+            .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
+        out.push(Violation::in_step(
+            step,
+            ViolationKind::Tamper,
+            Some(t.pid),
+            clean(&format!(
+                "pid {} connected to {} (net namespace {}) while {}: a racing caller",
+                t.pid,
+                dest(&t.addr, t.port),
+                t.netns.unwrap_or(0),
+                what.join(" and ")
+            )),
+        ));
     }
     for f in parts.files.iter().filter(|f| f.persistence) {
         let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
@@ -554,7 +664,8 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                 None => format!("pid {} {} {path}", f.pid, f.op.past()),
             },
         };
-        out.push(Violation::new(
+        out.push(Violation::in_step(
+            f.tool_call.clone(),
             ViolationKind::Persistence,
             Some(f.pid),
             summary,
@@ -572,12 +683,32 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             count: Some(paths.len() as u64),
             failed: g.failed(),
             paths,
-            ..Violation::new(
+            ..Violation::in_step(
+                g.files[0].tool_call.clone(),
                 ViolationKind::Credential,
                 Some(g.pid),
                 format!("pid {}{who} {}", g.pid, g.what()),
             )
         });
+    }
+    // A step's processes acting after the step's own process ended: its first such effect.
+    for t in &parts.tool_calls {
+        let Some(first) = &t.first_after_step else {
+            continue;
+        };
+        let more = match t.after_step {
+            0 | 1 => String::new(),
+            n => format!(" ({n} effects after it)"),
+        };
+        out.push(Violation::in_step(
+            ToolCallRef::Step(t.id.clone()),
+            ViolationKind::Outlived,
+            Some(first.pid),
+            format!(
+                "pid {} {} after step {} (pid {}) had ended{more}",
+                first.pid, first.what, t.id, t.pid
+            ),
+        ));
     }
     if lost > 0 {
         let mut by: Vec<String> = lost_by.iter().map(|(k, n)| format!("{k} {n}")).collect();
@@ -593,7 +724,8 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             ),
             None => "ring buffer full".to_string(),
         };
-        out.push(Violation::new(
+        out.push(Violation::in_step(
+            ToolCallRef::Agent,
             ViolationKind::Lost,
             None,
             format!(
@@ -614,7 +746,8 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         .iter()
         .filter(|p| agent_ended && p.running_at_end && (!p.fork_only || p.preexisting))
     {
-        out.push(Violation::new(
+        out.push(Violation::in_step(
+            p.tool_call.clone(),
             ViolationKind::Leftover,
             Some(p.pid),
             format!(
@@ -658,7 +791,8 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
     }
     // A connect to a resolver that carried allowed DNS questions is their transport (a UDP
     // socket connected to port 53, then send()); the questions are judged, not the socket.
-    if n.port == Some(53)
+    if n.op == NetOp::Connect
+        && n.port == Some(53)
         && network.iter().any(|d| {
             d.op == NetOp::Dns
                 && d.pid == n.pid
@@ -667,6 +801,20 @@ fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
         })
     {
         return true;
+    }
+    // The datagrams that carried DNS questions: the questions are judged, each on its own.
+    // Only as many datagrams as questions were read: any more to port 53 (through an API
+    // whose data the DNS decoder does not see, such as io_uring or write()) are judged as a
+    // flow, so one allowed question cannot open a channel to any server's port 53.
+    if n.op == NetOp::Send && n.port == Some(53) {
+        let questions: u64 = network
+            .iter()
+            .filter(|d| d.op == NetOp::Dns && d.pid == n.pid && d.addr == n.addr)
+            .map(|d| d.count)
+            .sum();
+        if questions > 0 && n.packets.unwrap_or(n.count) <= questions {
+            return true;
+        }
     }
     let names: Vec<&str> = network
         .iter()
@@ -684,7 +832,7 @@ impl Report {
             Some(v) => format!(
                 "**{}**: {}",
                 v.kind.as_str().to_uppercase(),
-                no_html(&clean(&v.summary))
+                self.finding(v)
             ),
             None => "no violations".to_string(),
         };
@@ -808,6 +956,9 @@ impl Report {
                 }
             ));
         }
+        if let Some(line) = self.tool_calls_line() {
+            s.push_str(&line);
+        }
         // Distinct paths; a folded entry stands for `folded` files of its directory.
         let count = |op: Op| {
             let files = self
@@ -927,6 +1078,36 @@ impl Report {
             ));
         }
         s.push_str(&self.network_line());
+        if let Some(t) = &self.transcript {
+            // Nothing of the transcript's own text: it is the agent's.
+            s.push_str(&format!(
+                "- **Transcript**: {} declared, {} not seen, undeclared tool calls: {}{}\n",
+                t.declared,
+                t.unobserved.len(),
+                if t.undeclared.is_empty() {
+                    "none".to_string()
+                } else {
+                    let shown: Vec<String> = t
+                        .undeclared
+                        .iter()
+                        .take(10)
+                        .map(|id| format!("step {}", clean(id)))
+                        .collect();
+                    match t.undeclared.len().saturating_sub(10) {
+                        0 => shown.join(", "),
+                        more => format!("{} and {more} more", shown.join(", ")),
+                    }
+                },
+                if t.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} problem(s) reading it: see the report)",
+                        t.problems.len()
+                    )
+                }
+            ));
+        }
         if let Some(line) = self.packages_line() {
             s.push_str(&line);
         }
@@ -951,6 +1132,11 @@ impl Report {
                 format!("; not seen: {}", self.probe.gaps.join("; "))
             }
         ));
+        // Each finding's step, grouped, on one row (the summary is one screen; the first line
+        // has the first finding in full, the report's violations have them all).
+        if let Some(line) = self.findings_line() {
+            s.push_str(&line);
+        }
         if let Some(log) = &self.log {
             // The full anchor: `verify --head` checks a log against it.
             s.push_str(&format!(
@@ -967,7 +1153,103 @@ impl Report {
     }
 }
 
+/// At most `n` characters, the cut marked with `…`.
+fn cut(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(n - 1).collect();
+    out.push('…');
+    out
+}
+
 impl Report {
+    /// `- **Tool calls**: 6 (2 failed); acted after their step ended: step 3`, when the agent
+    /// had steps.
+    fn tool_calls_line(&self) -> Option<String> {
+        if self.tool_calls.is_empty() {
+            return None;
+        }
+        let failed = self
+            .tool_calls
+            .iter()
+            .filter(|t| t.exit_code.is_some_and(|c| c != 0) || t.signal.is_some())
+            .count();
+        let outlived: Vec<String> = self
+            .tool_calls
+            .iter()
+            .filter(|t| t.after_step > 0)
+            .map(|t| format!("step {}", t.id))
+            .collect();
+        let shown = outlived
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let line = format!(
+            "- **Tool calls**: {} ({failed} failed){}",
+            self.tool_calls.len(),
+            match outlived.len() {
+                0 => String::new(),
+                1..=10 => format!("; acted after their step ended: {shown}"),
+                n => format!(
+                    "; acted after their step ended: {shown} and {} more",
+                    n - 10
+                ),
+            }
+        );
+        Some(format!("{}\n", cut(&line, 119)))
+    }
+
+    /// `- **Findings by step**: step 5 outlived, step 2 credential ×2, the agent itself
+    /// persistence`: in the findings' order, cut to one row; when the agent had steps.
+    fn findings_line(&self) -> Option<String> {
+        if self.tool_calls.is_empty() || self.violations.is_empty() {
+            return None;
+        }
+        let mut groups: Vec<(String, &str, usize)> = Vec::new();
+        for v in &self.violations {
+            let who = match (&v.tool_call, v.pid) {
+                (ToolCallRef::Step(id), _) => format!("step {}", clean(id)),
+                (ToolCallRef::Agent, Some(_)) => "the agent itself".to_string(),
+                _ => "no step".to_string(),
+            };
+            let kind = v.kind.as_str();
+            match groups.iter_mut().find(|(w, k, _)| *w == who && *k == kind) {
+                Some(g) => g.2 += 1,
+                None => groups.push((who, kind, 1)),
+            }
+        }
+        let items: Vec<String> = groups
+            .iter()
+            .map(|(who, kind, n)| match n {
+                1 => format!("{who} {kind}"),
+                n => format!("{who} {kind} ×{n}"),
+            })
+            .collect();
+        let line = format!("- **Findings by step**: {}", items.join(", "));
+        Some(format!("{}\n", cut(&line, 119)))
+    }
+
+    /// A violation as the summary says it: with the step it happened under ("step 2 `cat
+    /// ~/.ssh/id_rsa`: pid 9 read credential …"), or "the agent itself" when there are steps
+    /// and it was none of them.
+    fn finding(&self, v: &Violation) -> String {
+        let text = no_html(&clean(&v.summary));
+        let step = v
+            .tool_call
+            .id()
+            .and_then(|id| self.tool_calls.iter().find(|t| t.id == id));
+        match (step, &v.tool_call) {
+            (Some(t), _) => format!("{}: {text}", no_html(&t.name())),
+            (None, ToolCallRef::Agent) if !self.tool_calls.is_empty() && v.pid.is_some() => {
+                format!("the agent itself: {text}")
+            }
+            _ => text,
+        }
+    }
+
     /// `- **Packages**: pip six 1.17.0 (venv /w/.venv), apt tree 2.1.1`, when any.
     fn packages_line(&self) -> Option<String> {
         if self.packages.is_empty() {
@@ -1185,7 +1467,7 @@ fn list_or_none(items: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -1198,7 +1480,29 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
-    fn report(files: Vec<FileEntry>) -> Report {
+    #[test]
+    fn one_allowed_dns_question_does_not_open_port_53_to_more_datagrams() {
+        let policy = Policy::new(vec![
+            crate::judge::netpolicy::parse_rule("example.com:443").unwrap(),
+        ]);
+        let entry = |v: serde_json::Value| -> NetEntry {
+            let mut base = json!({"pid": 7, "proto": "udp", "addr": "203.0.113.9", "port": 53,
+                "result": "ok", "verdict": "inside", "count": 1, "first_at": "", "last_at": ""});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            serde_json::from_value(base).unwrap()
+        };
+        let question = entry(json!({"op": "dns", "name": "example.com", "count": 2}));
+        let carried = entry(json!({"op": "send", "packets": 2}));
+        let more = entry(json!({"op": "send", "packets": 40}));
+        let network = vec![question.clone(), carried.clone(), more.clone()];
+        assert!(policy_allows(&policy, &network, &question));
+        assert!(policy_allows(&policy, &network, &carried));
+        assert!(!policy_allows(&policy, &network, &more));
+    }
+
+    pub(crate) fn report(files: Vec<FileEntry>) -> Report {
         assemble(
             Parts {
                 target: Target {
@@ -1221,6 +1525,8 @@ mod tests {
                 processes: vec![],
                 files,
                 network: vec![],
+                tampers: vec![],
+                tool_calls: vec![],
                 packages: vec![],
                 git: Git::default(),
                 redactions: 0,

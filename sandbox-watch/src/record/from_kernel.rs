@@ -6,10 +6,12 @@
 //! socket's later outcome belongs to ([`Sockets`]).
 use std::collections::HashMap;
 
-use super::{Exec, ExecFailed, Exit, FileFailed, Fork, Missing, NetResult, Record};
+use super::{
+    Exec, ExecFailed, Exit, FileFailed, FlowCount, Fork, Missing, NetResult, NetTamper, Record,
+};
 use crate::judge::classify::{self, Classifier};
 use crate::kernel::decode::{
-    self, FailedOpen, FileOpen, Header, Net, NetOp as KernelNetOp, PathOp,
+    self, Conn, ConnOp, FailedOpen, FileOpen, Flow, Header, Net, NetOp as KernelNetOp, PathOp,
 };
 use crate::record::{NetOp, Op, Verdict};
 use crate::state::files::{FileEntry, dev_string, errno_name, open_flags};
@@ -121,6 +123,10 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         result: None,
         link_to: None,
         link: None,
+        tool_call: Default::default(),
+        after_step: false,
+        declared: None,
+        declared_by: None,
         same_inode_as: None,
     }
 }
@@ -248,10 +254,274 @@ pub struct Sockets {
     /// Outcomes that came before their connect's record, by kernel socket.
     early: HashMap<u64, i32>,
     next: u64,
+    /// connect(2) calls in flight whose socket the kernel began connecting (SYN_SENT in the
+    /// calling thread), by thread: their record comes at the call's exit.
+    held: HashMap<u32, Began>,
+    /// The kernel sockets of `held`, with the thread.
+    held_sock: HashMap<u64, u32>,
+}
+
+/// A connection as the kernel's socket began it, waiting for its connect(2)'s record.
+struct Began {
+    entry: NetEntry,
+    sock: u64,
+    /// Its outcome, when it came before the call returned.
+    outcome: Option<String>,
+}
+
+/// x86-64 system call numbers the connection records name.
+const SYS_SENDTO: i32 = 44;
+const SYS_SENDMSG: i32 = 46;
+const SYS_CONNECT: i32 = 42;
+const SYS_LISTEN: i32 = 50;
+const SYS_IO_URING_ENTER: i32 = 426;
+
+/// How a connection was asked for: None for connect(2) and listen(2) themselves.
+fn via(c: &Conn) -> Option<String> {
+    if c.io_worker {
+        return Some("io_uring worker".into());
+    }
+    Some(match c.syscall {
+        SYS_CONNECT | SYS_LISTEN => return None,
+        SYS_SENDTO => "fastopen sendto".into(),
+        SYS_SENDMSG => "fastopen sendmsg".into(),
+        SYS_IO_URING_ENTER => "io_uring".into(),
+        n => format!("syscall {n}"),
+    })
+}
+
+fn ns(inum: u32) -> Option<u64> {
+    (inum != 0).then_some(inum as u64)
+}
+
+fn entry(pid: u32, op: NetOp, proto: String, at: &str) -> NetEntry {
+    NetEntry {
+        pid,
+        op,
+        proto,
+        addr: None,
+        port: None,
+        path: None,
+        name: None,
+        qtype: None,
+        malformed: None,
+        result: "ok".into(),
+        netns: None,
+        verdict: Verdict::Inside,
+        count: 1,
+        first_at: at.to_string(),
+        last_at: at.to_string(),
+        listening_at_end: None,
+        via: None,
+        packets: None,
+        bytes: None,
+        socket: None,
+        tool_call: Default::default(),
+        after_step: false,
+    }
+}
+
+/// A TCP connection from the kernel's socket: the entry (or the outcome) it makes, if any.
+pub fn conn(sockets: &mut Sockets, c: &Conn, at: &str, agent_netns: Option<u64>) -> Vec<Record> {
+    let proto = proto_name(c.family, c.protocol, c.sock_type);
+    let mut e = entry(c.header.tgid, NetOp::Connect, proto, at);
+    e.netns = ns(c.sk_netns);
+    e.verdict = Verdict::of(e.netns, agent_netns);
+    e.via = via(c);
+    match c.op {
+        ConnOp::Out => {
+            e.addr = c.daddr.map(|a| a.to_string());
+            e.port = Some(c.dport);
+            e.result = super::IN_PROGRESS.into();
+            if !c.io_worker && c.syscall == SYS_CONNECT {
+                // connect(2): its own record, at the exit, says how the call ended.
+                sockets.held_sock.insert(c.sock, c.header.pid);
+                sockets.held.insert(
+                    c.header.pid,
+                    Began {
+                        entry: e,
+                        sock: c.sock,
+                        outcome: None,
+                    },
+                );
+                return Vec::new();
+            }
+            sockets.next += 1;
+            sockets.pending.insert(c.sock, sockets.next);
+            e.socket = Some(sockets.next);
+            vec![Record::Net(e)]
+        }
+        ConnOp::In => {
+            e.op = NetOp::Accept;
+            e.addr = c.daddr.map(|a| a.to_string());
+            e.port = Some(c.dport);
+            vec![Record::Net(e)]
+        }
+        ConnOp::Listen => {
+            if e.via.is_none() {
+                return Vec::new(); // listen(2): its own record has it
+            }
+            e.op = NetOp::Listen;
+            e.addr = c.saddr.map(|a| a.to_string());
+            e.port = Some(c.sport);
+            e.listening_at_end = Some(false);
+            vec![Record::Net(e)]
+        }
+        ConnOp::Up | ConnOp::Down => {
+            let result = match (c.op, c.err) {
+                (ConnOp::Up, _) => "ok".to_string(),
+                (_, 0) => "closed".to_string(),
+                (_, err) => result_name(-err),
+            };
+            if let Some(socket) = sockets.pending.remove(&c.sock) {
+                return vec![Record::NetResult(NetResult {
+                    pid: c.header.tgid,
+                    addr: c.daddr.map(|a| a.to_string()),
+                    port: Some(c.dport),
+                    result,
+                    socket: Some(socket),
+                })];
+            }
+            if let Some(thread) = sockets.held_sock.get(&c.sock)
+                && let Some(b) = sockets.held.get_mut(thread)
+                && b.outcome.is_none()
+            {
+                b.outcome = Some(result);
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// The connect(2) record of a connection the kernel began in the same thread: the entry has
+/// the kernel's destination and namespace and the call's result; what the caller showed at
+/// the exit is compared with them.
+fn began_connect(
+    sockets: &mut Sockets,
+    b: Began,
+    n: &Net,
+    agent_netns: Option<u64>,
+) -> Vec<Record> {
+    sockets.held_sock.remove(&b.sock);
+    let mut e = b.entry;
+    e.verdict = Verdict::of(e.netns, agent_netns);
+    e.result = match (n.result, b.outcome) {
+        (-115, Some(outcome)) => outcome,
+        (r, _) => result_name(r),
+    };
+    if e.result == super::IN_PROGRESS {
+        sockets.next += 1;
+        sockets.pending.insert(b.sock, sockets.next);
+        e.socket = Some(sockets.next);
+    }
+    let caller_addr = n.addr.map(|a| a.to_string());
+    let caller_port = Some(n.port);
+    let fd_swapped = n.sock != b.sock;
+    let mut out = Vec::new();
+    if fd_swapped || caller_addr != e.addr || caller_port != e.port {
+        out.push(Record::NetTamper(NetTamper {
+            pid: e.pid,
+            addr: e.addr.clone(),
+            port: e.port,
+            netns: e.netns,
+            caller_addr,
+            caller_port,
+            fd_swapped,
+            caller_netns: ns(n.netns),
+        }));
+    }
+    out.insert(0, Record::Net(e));
+    out
+}
+
+/// Connections begun by connect(2) whose call's record never came (the capture ended first).
+pub fn unpaired(sockets: &mut Sockets) -> Vec<Record> {
+    sockets.held_sock.clear();
+    let mut held: Vec<Began> = sockets.held.drain().map(|(_, b)| b).collect();
+    held.sort_by(|a, b| a.entry.first_at.cmp(&b.entry.first_at));
+    held.into_iter().map(|b| Record::Net(b.entry)).collect()
+}
+
+/// A flow's protocol, destination and port as its entry names them.
+pub fn flow_dest(k: &sandbox_watch_common::FlowKey) -> (String, Option<String>, Option<u16>) {
+    use sandbox_watch_common::FLOW_ETHERTYPE;
+    use sandbox_watch_common::abi::{IPPROTO_SCTP, IPPROTO_UDPLITE};
+    let addr = match k.ip {
+        4 => Some(std::net::IpAddr::from([
+            k.daddr[0], k.daddr[1], k.daddr[2], k.daddr[3],
+        ])),
+        6 => Some(std::net::IpAddr::from(k.daddr)),
+        _ => None,
+    };
+    let proto = if k.proto & FLOW_ETHERTYPE != 0 {
+        format!("ethertype 0x{:04x}", k.proto & 0xffff)
+    } else {
+        match k.proto {
+            IPPROTO_SCTP => "sctp".into(),
+            IPPROTO_UDPLITE => "udplite".into(),
+            p => proto_name(2, p, 0),
+        }
+    };
+    let port = matches!(k.proto, 17 | IPPROTO_SCTP | IPPROTO_UDPLITE).then_some(k.dport as u16);
+    (proto, addr.map(|a| a.to_string()), port)
+}
+
+/// A flow's first packet: its `send` entry.
+pub fn flow(f: &Flow, at: &str, agent_netns: Option<u64>) -> Record {
+    use sandbox_watch_common::abi::{AF_PACKET, SOCK_RAW};
+    let (proto, addr, port) = flow_dest(&f.key);
+    let mut e = entry(f.key.tgid, NetOp::Send, proto, at);
+    e.addr = addr;
+    e.port = port;
+    e.result = "sent".into();
+    e.netns = ns(f.key.netns);
+    e.verdict = Verdict::of(e.netns, agent_netns);
+    e.via = if f.key.family == AF_PACKET as u32 {
+        Some("packet socket".into())
+    } else if f.key.sock_type == SOCK_RAW {
+        Some("raw socket".into())
+    } else {
+        None
+    };
+    Record::Net(e)
+}
+
+/// The end's count of a flow.
+pub fn flow_count(
+    k: &sandbox_watch_common::FlowKey,
+    v: &sandbox_watch_common::FlowValue,
+) -> FlowCount {
+    let (proto, addr, port) = flow_dest(k);
+    FlowCount {
+        pid: k.tgid,
+        proto,
+        addr,
+        port,
+        netns: ns(k.netns),
+        packets: v.packets,
+        bytes: v.bytes,
+    }
 }
 
 /// `at`: the event's time, as the log writes it.
-pub fn net(sockets: &mut Sockets, n: &Net, at: &str, agent_netns: Option<u64>) -> Option<Record> {
+pub fn net(sockets: &mut Sockets, n: &Net, at: &str, agent_netns: Option<u64>) -> Vec<Record> {
+    if n.op == KernelNetOp::Connect
+        && let Some(b) = sockets.held.remove(&n.header.pid)
+    {
+        return began_connect(sockets, b, n, agent_netns);
+    }
+    net_syscall(sockets, n, at, agent_netns)
+        .into_iter()
+        .collect()
+}
+
+/// A record of the syscall probes alone.
+fn net_syscall(
+    sockets: &mut Sockets,
+    n: &Net,
+    at: &str,
+    agent_netns: Option<u64>,
+) -> Option<Record> {
     let netns = (n.netns != 0).then_some(n.netns as u64);
     if n.op == KernelNetOp::ConnectResult {
         let Some(socket) = sockets.pending.remove(&n.sock) else {
@@ -317,7 +587,12 @@ pub fn net(sockets: &mut Sockets, n: &Net, at: &str, agent_netns: Option<u64>) -
         first_at: at.to_string(),
         last_at: at.to_string(),
         listening_at_end: (op == NetOp::Listen).then_some(false),
+        via: None,
+        packets: None,
+        bytes: None,
         socket,
+        tool_call: Default::default(),
+        after_step: false,
     }))
 }
 
@@ -352,26 +627,118 @@ mod tests {
     fn outcomes_pair_with_their_socket_in_either_order() {
         let mut s = Sockets::default();
         // In progress, then its outcome: the records share the socket's number.
-        let Some(Record::Net(c)) = net(&mut s, &ev(KernelNetOp::Connect, -115, 0xa), "t", None)
+        let [Record::Net(c)] = &net(&mut s, &ev(KernelNetOp::Connect, -115, 0xa), "t", None)[..]
         else {
             panic!()
         };
         assert_eq!((c.result.as_str(), c.socket), ("in_progress", Some(1)));
-        let Some(Record::NetResult(r)) = net(
+        let [Record::NetResult(r)] = &net(
             &mut s,
             &ev(KernelNetOp::ConnectResult, -111, 0xa),
             "t",
             None,
-        ) else {
+        )[..] else {
             panic!()
         };
         assert_eq!((r.result.as_str(), r.socket), ("refused", Some(1)));
         // The outcome first (loopback): no record for it, the connect carries it.
-        assert!(net(&mut s, &ev(KernelNetOp::ConnectResult, 0, 0xb), "t", None).is_none());
-        let Some(Record::Net(c)) = net(&mut s, &ev(KernelNetOp::Connect, -115, 0xb), "t", None)
+        assert!(net(&mut s, &ev(KernelNetOp::ConnectResult, 0, 0xb), "t", None).is_empty());
+        let [Record::Net(c)] = &net(&mut s, &ev(KernelNetOp::Connect, -115, 0xb), "t", None)[..]
         else {
             panic!()
         };
         assert_eq!((c.result.as_str(), c.socket), ("ok", None));
+    }
+
+    fn out(pid: u32, syscall: i32, sock: u64, port: u16, netns: u32) -> Conn {
+        Conn {
+            header: Header {
+                tgid: 5,
+                pid,
+                ktime_ns: 1,
+                start_ns: 1,
+                seq: 0,
+            },
+            op: ConnOp::Out,
+            family: 2,
+            sock_type: 1,
+            protocol: 6,
+            saddr: None,
+            sport: 0,
+            daddr: Some("127.0.0.1".parse().unwrap()),
+            dport: port,
+            sk_netns: netns,
+            task_netns: netns,
+            syscall,
+            io_worker: syscall == -1,
+            err: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            sock,
+        }
+    }
+
+    #[test]
+    fn a_connect_whose_caller_showed_another_address_or_socket_is_tamper() {
+        let mut s = Sockets::default();
+        // The kernel connected sock 0xa to 127.0.0.1:80 in thread 6 (connect(2)): held.
+        assert!(conn(&mut s, &out(6, SYS_CONNECT, 0xa, 80, 7), "t", None).is_empty());
+        // Its exit record: the caller's buffer says 10.1.1.1:443 and the fd names sock 0xb.
+        let mut exit = ev(KernelNetOp::Connect, 0, 0xb);
+        exit.header.pid = 6;
+        exit.addr = Some("10.1.1.1".parse().unwrap());
+        exit.port = 443;
+        exit.netns = 8;
+        let [Record::Net(e), Record::NetTamper(t)] = &net(&mut s, &exit, "t", Some(8))[..] else {
+            panic!()
+        };
+        // The entry is the kernel's; the tamper record has both views.
+        assert_eq!(
+            (e.addr.as_deref(), e.port, e.netns),
+            (Some("127.0.0.1"), Some(80), Some(7))
+        );
+        assert_eq!(e.verdict, Verdict::Outside);
+        assert_eq!(
+            (t.caller_addr.as_deref(), t.caller_port),
+            (Some("10.1.1.1"), Some(443))
+        );
+        assert!(t.fd_swapped);
+        // An honest connect: the same values, no tamper record.
+        assert!(conn(&mut s, &out(6, SYS_CONNECT, 0xc, 80, 7), "t", None).is_empty());
+        let mut exit = ev(KernelNetOp::Connect, 0, 0xc);
+        exit.header.pid = 6;
+        assert!(matches!(
+            &net(&mut s, &exit, "t", None)[..],
+            [Record::Net(_)]
+        ));
+    }
+
+    #[test]
+    fn connections_without_connect_2_get_their_outcome_by_socket() {
+        let mut s = Sockets::default();
+        let [Record::Net(e)] = &conn(&mut s, &out(6, -1, 0xa, 80, 7), "t", None)[..] else {
+            panic!()
+        };
+        assert_eq!(
+            (e.result.as_str(), e.via.as_deref()),
+            ("in_progress", Some("io_uring worker"))
+        );
+        let mut up = out(6, -1, 0xa, 80, 7);
+        up.op = ConnOp::Up;
+        let [Record::NetResult(r)] = &conn(&mut s, &up, "t", None)[..] else {
+            panic!()
+        };
+        assert_eq!((r.result.as_str(), r.socket), ("ok", e.socket));
+        // A fastopen sendto, refused.
+        let [Record::Net(e)] = &conn(&mut s, &out(6, SYS_SENDTO, 0xb, 81, 7), "t", None)[..] else {
+            panic!()
+        };
+        assert_eq!(e.via.as_deref(), Some("fastopen sendto"));
+        let mut down = out(6, -1, 0xb, 81, 7);
+        (down.op, down.err) = (ConnOp::Down, 111);
+        let [Record::NetResult(r)] = &conn(&mut s, &down, "t", None)[..] else {
+            panic!()
+        };
+        assert_eq!(r.result, "refused");
     }
 }

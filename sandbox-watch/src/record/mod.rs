@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use crate::output::report::{Agent, ContainerRef, ProbeInfo, ProcessEntry, Target};
 use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
+use crate::state::tool_calls::ToolCallRef;
 pub use words::{IN_PROGRESS, NetOp, Op, Verdict, ViolationKind};
 
 /// One record of the evidence log.
@@ -47,6 +48,11 @@ pub enum Record {
     Net(NetEntry),
     /// The later outcome of a connect that was in progress.
     NetResult(NetResult),
+    /// A connect whose caller-visible arguments (its sockaddr, its descriptor's socket) are not
+    /// what the kernel's socket was connected with: a racing caller.
+    NetTamper(NetTamper),
+    /// At the end: what a `send` entry's flow carried, as the kernel counted it.
+    FlowCount(FlowCount),
     /// At the end: a file entry's count, with the repeats the kernel counted.
     FileCount(FileCount),
     /// At the end: the sha256 of a written path as it was then.
@@ -84,6 +90,8 @@ impl Record {
             Record::FileFailed(_) => "file_failed",
             Record::Net(_) => "net",
             Record::NetResult(_) => "net_result",
+            Record::NetTamper(_) => "net_tamper",
+            Record::FlowCount(_) => "flow_count",
             Record::FileCount(_) => "file_count",
             Record::FileHash(_) => "file_hash",
             Record::Listening(_) => "listening",
@@ -108,6 +116,8 @@ impl Record {
             Record::FileFailed(f) => Some(f.pid()),
             Record::Net(n) => Some(n.pid),
             Record::NetResult(n) => Some(n.pid),
+            Record::NetTamper(t) => Some(t.pid),
+            Record::FlowCount(c) => Some(c.pid),
             Record::FileCount(c) => Some(c.pid),
             Record::Listening(l) => Some(l.pid),
             Record::Violation(v) => v.pid,
@@ -318,6 +328,41 @@ pub struct NetResult {
     pub socket: Option<u64>,
 }
 
+/// A connect raced by its caller. The connect's entry has the kernel's values; this says what
+/// the caller's memory and descriptor table showed when the call returned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NetTamper {
+    pub pid: u32,
+    /// Where the kernel connected the socket, and its namespace.
+    pub addr: Option<String>,
+    pub port: Option<u16>,
+    pub netns: Option<u64>,
+    /// What the caller's sockaddr said at the call's exit.
+    pub caller_addr: Option<String>,
+    pub caller_port: Option<u16>,
+    /// The descriptor named another socket at the exit than the one the kernel connected
+    /// (its namespace, when it could be read).
+    #[serde(default)]
+    pub fd_swapped: bool,
+    #[serde(default)]
+    pub caller_netns: Option<u64>,
+}
+
+/// The packets and bytes of one flow of a `send` entry (same pid, proto, addr, port, netns).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlowCount {
+    pub pid: u32,
+    pub proto: String,
+    #[serde(default)]
+    pub addr: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub netns: Option<u64>,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
 fn read_op() -> Op {
     Op::Read
 }
@@ -402,6 +447,9 @@ pub struct Violation {
     pub violation: Option<ViolationKind>,
     pub pid: Option<u32>,
     pub summary: String,
+    /// The tool call it happened under (null: the agent itself); older logs did not say.
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
 }
 
 /// An act on the monitor, or a sign that records were taken from it.

@@ -82,6 +82,11 @@ pub enum NetOp {
     Listen,
     /// A DNS question sent.
     Dns,
+    /// A TCP connection that arrived on a traced listener (`addr`/`port`: the peer).
+    Accept,
+    /// Datagrams or packets sent (UDP to any port, raw, ICMP, AF_PACKET): one entry per flow,
+    /// from the packets themselves, with `packets` and `bytes`.
+    Send,
 }
 
 impl NetOp {
@@ -90,6 +95,8 @@ impl NetOp {
             NetOp::Connect => "connect",
             NetOp::Listen => "listen",
             NetOp::Dns => "dns",
+            NetOp::Accept => "accept",
+            NetOp::Send => "send",
         }
     }
 
@@ -99,6 +106,8 @@ impl NetOp {
     pub fn ocsf(self, result: &str) -> (u64, u64, &'static str, Option<u64>) {
         match self {
             NetOp::Dns => (4003, 1, "Query", None),
+            NetOp::Accept => (4001, 1, "Open", Some(1)),
+            NetOp::Send => (4001, 6, "Traffic", Some(1)),
             NetOp::Listen => (4001, 7, "Listen", Some(if result == "ok" { 1 } else { 2 })),
             NetOp::Connect => match result {
                 "ok" => (4001, 1, "Open", Some(1)),
@@ -164,9 +173,16 @@ pub enum ViolationKind {
     Lost,
     /// A process still running after the agent ended.
     Leftover,
-    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), or records were
-    /// taken from it.
+    /// The agent acted on its monitor (bpf(2), ptrace, signals, its files), records were
+    /// taken from it, or a caller raced the kernel (what its memory said is not what the
+    /// kernel did).
     Tamper,
+    /// A step's process acted after the step's own process had ended (a `nohup`, `setsid` or
+    /// `&` leftover that wrote, connected or ran a program later).
+    Outlived,
+    /// A credential, persistence, outside or network finding under a step the agent's
+    /// transcript does not declare (`--transcript`).
+    Undeclared,
     /// `--otlp`: records not delivered to the collector by the end.
     Export,
 }
@@ -180,6 +196,8 @@ impl ViolationKind {
         ViolationKind::Lost,
         ViolationKind::Leftover,
         ViolationKind::Tamper,
+        ViolationKind::Outlived,
+        ViolationKind::Undeclared,
         ViolationKind::Export,
     ];
 
@@ -192,6 +210,8 @@ impl ViolationKind {
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
             ViolationKind::Tamper => "tamper",
+            ViolationKind::Outlived => "outlived",
+            ViolationKind::Undeclared => "undeclared",
             ViolationKind::Export => "export",
         }
     }
@@ -214,7 +234,13 @@ mod tests {
         for op in [Op::Read, Op::Write, Op::Create, Op::Delete, Op::Rename] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
-        for op in [NetOp::Connect, NetOp::Listen, NetOp::Dns] {
+        for op in [
+            NetOp::Connect,
+            NetOp::Listen,
+            NetOp::Dns,
+            NetOp::Accept,
+            NetOp::Send,
+        ] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
         for v in [Verdict::Inside, Verdict::Outside] {

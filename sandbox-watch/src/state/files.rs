@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::state::tool_calls::ToolCallRef;
+
 use crate::record::{FileCount, FileHash, Op};
 
 /// Files larger than this are not hashed at the end (the entry says so).
@@ -61,6 +63,20 @@ pub struct FileEntry {
     pub link_to: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub link: Option<String>,
+    /// The tool call it is under (see `state::tool_calls`): a step's id, or null for the agent
+    /// itself; not in the log's records (the session works it out).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
+    /// It happened (or, counted into one entry, happened again) after its step's own process
+    /// had ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_step: bool,
+    /// `--transcript`: an edit the agent made itself that its transcript declares, and the
+    /// declaration's id there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_by: Option<String>,
     /// The file a credential or persistence rule named at start, when this entry reached its
     /// inode by another path (a hard link, a bind mount, a detached tree, a file handle).
     #[serde(skip_serializing_if = "Option::is_none", default)]

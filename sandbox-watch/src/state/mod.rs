@@ -5,3 +5,4 @@ pub mod output;
 pub mod packages;
 pub mod processes;
 pub mod session;
+pub mod tool_calls;

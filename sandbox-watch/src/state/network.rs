@@ -6,8 +6,12 @@ use std::collections::HashMap;
 use procfs::net::{TcpNetEntry, TcpState, UdpNetEntry, UdpState};
 use serde::{Deserialize, Serialize};
 
-use crate::record::{IN_PROGRESS, Listening, NetOp, NetResult, Verdict};
-use sandbox_watch_common::abi::{AF_UNIX, IPPROTO_TCP, IPPROTO_UDP, SOCK_DGRAM, SOCK_STREAM};
+use crate::record::{FlowCount, IN_PROGRESS, Listening, NetOp, NetResult, NetTamper, Verdict};
+use crate::state::tool_calls::ToolCallRef;
+use sandbox_watch_common::abi::{
+    AF_PACKET, AF_UNIX, AF_VSOCK, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP,
+    SOCK_DGRAM, SOCK_STREAM,
+};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NetEntry {
@@ -49,10 +53,27 @@ pub struct NetEntry {
     pub last_at: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub listening_at_end: Option<bool>,
+    /// How the connection was made when it was not connect(2): `io_uring`, `io_uring worker`,
+    /// `fastopen sendto`, `fastopen sendmsg`, or another system call's name.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub via: Option<String>,
+    /// send: packets and bytes (link header included) the kernel counted for the flow.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub packets: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bytes: Option<u64>,
     /// In the log, on a connect in progress: the capture's number for its socket, which the
     /// `net_result` with its outcome names too. Not in the report.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub socket: Option<u64>,
+    /// The tool call it is under (see `state::tool_calls`): a step's id, or null for the agent
+    /// itself; not in the log's records (the session works it out).
+    #[serde(default, skip_serializing_if = "ToolCallRef::is_unset")]
+    pub tool_call: ToolCallRef,
+    /// It happened (or, counted into one entry, happened again) after its step's own process
+    /// had ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_step: bool,
 }
 
 fn one() -> u64 {
@@ -97,6 +118,10 @@ pub fn result_name(result: i32) -> String {
 pub fn proto_name(family: u32, protocol: u32, sock_type: u32) -> String {
     match (family, protocol, sock_type) {
         (f, _, _) if f == AF_UNIX as u32 => "unix".into(),
+        (f, _, _) if f == AF_VSOCK as u32 => "vsock".into(),
+        (f, _, _) if f == AF_PACKET as u32 => "packet".into(),
+        (_, IPPROTO_ICMP, _) => "icmp".into(),
+        (_, IPPROTO_ICMPV6, _) => "icmpv6".into(),
         (_, IPPROTO_TCP, _) => "tcp".into(),
         (_, IPPROTO_UDP, _) => "udp".into(),
         (_, _, SOCK_STREAM) => "tcp".into(),
@@ -109,7 +134,8 @@ pub fn proto_name(family: u32, protocol: u32, sock_type: u32) -> String {
 /// destination, name, result and namespace.
 pub fn same_key(e: &NetEntry) -> String {
     format!(
-        "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        "{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        e.via,
         e.pid,
         e.op.as_str(),
         e.proto,
@@ -140,6 +166,8 @@ pub struct Network {
     pending: HashMap<u64, usize>,
     /// `listening` records: (pid, port, still listening).
     listening: Vec<(u32, Option<u16>, bool)>,
+    /// Connects raced by their callers.
+    pub tampers: Vec<NetTamper>,
 }
 
 impl Network {
@@ -195,6 +223,22 @@ impl Network {
         Some(i)
     }
 
+    /// A `flow_count` record: adds a flow's packets and bytes to its `send` entry.
+    pub fn flow_count(&mut self, c: &FlowCount) -> Option<usize> {
+        let i = self.entries.iter().position(|e| {
+            e.op == NetOp::Send
+                && e.pid == c.pid
+                && e.proto == c.proto
+                && e.addr == c.addr
+                && e.port == c.port
+                && e.netns == c.netns
+        })?;
+        let e = &mut self.entries[i];
+        *e.packets.get_or_insert(0) += c.packets;
+        *e.bytes.get_or_insert(0) += c.bytes;
+        Some(i)
+    }
+
     /// A `listening` record (the end of the capture).
     pub fn listening(&mut self, l: &Listening) {
         self.listening.push((l.pid, l.port, l.listening_at_end));
@@ -228,6 +272,13 @@ impl Network {
                 if let Some(&i) = first.get(&key) {
                     let into = &mut out[i];
                     into.count += e.count;
+                    into.after_step |= e.after_step;
+                    if let Some(p) = e.packets {
+                        *into.packets.get_or_insert(0) += p;
+                    }
+                    if let Some(b) = e.bytes {
+                        *into.bytes.get_or_insert(0) += b;
+                    }
                     if e.first_at < into.first_at {
                         into.first_at = e.first_at;
                     }
@@ -301,7 +352,12 @@ mod tests {
             first_at: String::new(),
             last_at: String::new(),
             listening_at_end: None,
+            via: None,
+            packets: None,
+            bytes: None,
             socket,
+            tool_call: Default::default(),
+            after_step: false,
         }
     }
 

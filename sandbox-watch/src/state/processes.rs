@@ -87,6 +87,10 @@ pub struct Process {
     pub process: u64,
     /// The entry this one follows: the same process ran another program.
     pub replaces: Option<usize>,
+    /// The tool call it is under (the session's index; None: the agent itself, or no step).
+    pub step: Option<usize>,
+    /// It ran this program after its step's own process ended.
+    pub after_step: bool,
     /// Programs it tried to run and could not.
     pub tried: Vec<Tried>,
 }
@@ -122,6 +126,8 @@ impl Process {
             launcher: false,
             process,
             replaces: None,
+            step: None,
+            after_step: false,
             tried: Vec::new(),
         }
     }
@@ -211,6 +217,12 @@ impl Processes {
         self.live.get(&pid).copied()
     }
 
+    /// The entry of `pid`: the live one, else its newest (a record that came after its exit).
+    pub fn index_of(&self, pid: u32) -> Option<usize> {
+        self.live_index(pid)
+            .or_else(|| self.list.iter().rposition(|p| p.pid == pid))
+    }
+
     /// Whether any entry of `pid` still runs.
     pub fn running(&self, pid: u32) -> bool {
         self.live.contains_key(&pid)
@@ -279,6 +291,7 @@ impl Processes {
         child.preexisting = false;
         child.process = process;
         child.replaces = None;
+        child.after_step = false;
         child.tried = Vec::new();
         self.push(child)
     }
@@ -296,6 +309,7 @@ impl Processes {
         }
         let mut replaces = None;
         let mut process = None;
+        let mut step = None;
         if let Some(&i) = self.live.get(&e.pid) {
             let p = &mut self.list[i];
             // A PATH search (execvp) that found the program: its misses said nothing.
@@ -309,6 +323,7 @@ impl Processes {
             p.ended = Some(at);
             replaces = Some(i);
             process = Some(p.process);
+            step = p.step;
         }
         let process = process.unwrap_or_else(|| self.new_process());
         let mut p = Process::new(e.pid, at, process);
@@ -316,6 +331,7 @@ impl Processes {
         p.ppid = replaces.map_or(0, |i| self.list[i].ppid);
         p.fill(e, launcher);
         p.replaces = replaces;
+        p.step = step;
         self.push(p)
     }
 
@@ -376,6 +392,8 @@ impl Processes {
             duration_ms: ended
                 .duration_since(p.began)
                 .map_or(0, |d| (d.as_nanos() / 1_000_000) as u64),
+            tool_call: crate::state::tool_calls::ToolCallRef::of(p.step),
+            after_step: p.after_step,
             output: None,
             tried: p.tried.clone(),
         }

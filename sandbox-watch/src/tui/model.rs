@@ -451,6 +451,25 @@ pub(crate) fn summarize(r: &Record) -> String {
             hostport(&n.addr, n.port),
             n.result
         ),
+        Record::NetTamper(t) => format!(
+            "pid {} TAMPER connect went to {} but the caller showed {}{}",
+            t.pid,
+            hostport(&t.addr, t.port),
+            hostport(&t.caller_addr, t.caller_port),
+            if t.fd_swapped {
+                " and another socket"
+            } else {
+                ""
+            }
+        ),
+        Record::FlowCount(c) => format!(
+            "pid {} send {} {} {} packets, {} bytes in all",
+            c.pid,
+            c.proto,
+            hostport(&c.addr, c.port),
+            c.packets,
+            c.bytes
+        ),
         Record::FileCount(c) => format!(
             "pid {} {} {} {} times in all",
             c.pid,

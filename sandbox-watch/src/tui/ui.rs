@@ -665,12 +665,14 @@ fn build_row(
                     ViolationKind::Outside
                     | ViolationKind::Network
                     | ViolationKind::Credential
+                    | ViolationKind::Undeclared
                     | ViolationKind::Tamper,
                 ) => theme.bad(),
                 AlertKind::Violation(
                     ViolationKind::Persistence
                     | ViolationKind::Lost
                     | ViolationKind::Leftover
+                    | ViolationKind::Outlived
                     | ViolationKind::Export,
                 ) => theme.warn(),
                 AlertKind::Gap => Style::new(),

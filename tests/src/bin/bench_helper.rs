@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES"
+        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N"
     );
     std::process::exit(2)
 }
@@ -38,6 +38,8 @@ fn main() {
             num(args.get(2)),
             num(args.get(3)),
         ),
+        Some("udp") => udp(num(args.get(1))),
+        Some("tcp") => tcp(num(args.get(1))),
         Some("open-each") => open_each(
             Path::new(args.get(1).unwrap_or_else(|| usage())),
             num(args.get(2)),
@@ -149,5 +151,28 @@ fn open_each(dir: &Path, files: u64) {
         }
         // SAFETY: fd was just opened by us.
         unsafe { libc::close(fd) };
+    }
+}
+
+/// N datagrams of 64 bytes to a loopback UDP socket of its own (nobody reads them: the
+/// socket's buffer drops what does not fit, as it would for an exfiltration target).
+fn udp(n: u64) {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("binding a UDP socket");
+    let to = rx.local_addr().expect("its address");
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("binding a UDP socket");
+    let buf = [0x55u8; 64];
+    for _ in 0..n {
+        let _ = tx.send_to(&buf, to);
+    }
+}
+
+/// N connections to a loopback listener of its own: connect, accept, close both.
+fn tcp(n: u64) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a listener");
+    let to = l.local_addr().expect("its address");
+    for _ in 0..n {
+        let c = std::net::TcpStream::connect(to).expect("connecting to the listener");
+        let (a, _) = l.accept().expect("accepting");
+        drop((c, a));
     }
 }

@@ -325,3 +325,55 @@ pub(super) fn proc_cpu_ms(pid: u32) -> Option<f64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Some(ticks as f64 * 1e3 / hz)
 }
+
+/// The kernel's floor: bpftrace holding a no-op program on each storm's syscall entry
+/// tracepoint ([`FLOOR_PROGRAM`]); what any syscall tracepoint program costs every task.
+pub(super) struct Floor {
+    proc: Proc,
+}
+
+impl Floor {
+    pub(super) fn start() -> anyhow::Result<Floor> {
+        let mut proc = Proc::spawn(
+            command("bpftrace")
+                .arg("-e")
+                .arg(FLOOR_PROGRAM)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )?;
+        // Attached once bpftool lists its tracepoint links (the program prints nothing).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if attached_tracepoints(proc.pid()) >= FLOOR_TRACEPOINTS {
+                return Ok(Floor { proc });
+            }
+            if let Some((code, _)) = proc.exited()? {
+                bail!("bpftrace (the floor's no-op program) exited {code} before attaching");
+            }
+            if Instant::now() > deadline {
+                bail!("bpftrace (the floor's no-op program) did not attach within 60 s");
+            }
+            check_interrupted()?;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub(super) fn stop(mut self) -> anyhow::Result<()> {
+        signal(self.proc.pid(), libc::SIGINT);
+        self.proc.wait4()?;
+        Ok(())
+    }
+}
+
+/// How many tracepoints `pid` has BPF programs attached to (`bpftool perf show`).
+fn attached_tracepoints(pid: u32) -> usize {
+    let Ok(out) = command("bpftool").args(["perf", "show", "--json"]).output() else {
+        return 0;
+    };
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    v.as_array().map_or(0, |all| {
+        all.iter()
+            .filter(|e| e["pid"] == pid && e["fd_type"] == "tracepoint")
+            .count()
+    })
+}

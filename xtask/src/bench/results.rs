@@ -60,6 +60,13 @@ impl Results<'_> {
         Some(self.med(w, cond, |s| Some(s.ms))? / base)
     }
 
+    /// The ratio to the kernel's floor (the same workload beside a no-op syscall tracepoint
+    /// program), when the floor ran.
+    fn floor_ratio(&self, w: Workload, cond: Cond) -> Option<f64> {
+        let floor = self.med(w, Cond::Floor, |s| Some(s.ms))?;
+        Some(self.med(w, cond, |s| Some(s.ms))? / floor)
+    }
+
     /// The same ratio for the workload's own CPU time.
     fn cpu_ratio(&self, w: Workload, cond: Cond) -> Option<f64> {
         let base = self.med(w, Cond::Unmonitored, |s| Some(s.workload_cpu_ms))?;
@@ -101,6 +108,26 @@ impl Results<'_> {
                 if let (Some(t), Some(r)) = (Self::target_of(w, cond), self.ratio(w, cond)) {
                     out.push(Check {
                         what: format!("{} {}", w.label(), cond.label()),
+                        target: format!("≤ {t:.2}×"),
+                        value: format!("{r:.2}×"),
+                        met: r <= t,
+                    });
+                }
+            }
+        }
+        // Issue 14's targets against the floor: outside within 3% of it; a traced UDP storm
+        // within 1.3× of it.
+        for w in WORKLOADS {
+            for (cond, t) in [
+                (Cond::Outside, Some(TARGET_OUTSIDE_FLOOR)),
+                (
+                    Cond::Traced,
+                    (w == Workload::UdpStorm).then_some(TARGET_TRACED_UDP),
+                ),
+            ] {
+                if let (Some(t), Some(r)) = (t, self.floor_ratio(w, cond)) {
+                    out.push(Check {
+                        what: format!("{} {} / floor", w.label(), cond.label()),
                         target: format!("≤ {t:.2}×"),
                         value: format!("{r:.2}×"),
                         met: r <= t,
@@ -190,12 +217,15 @@ impl Results<'_> {
                 self.others.join(", ")
             );
         }
-        for w in WORKLOADS {
+        for w in WORKLOADS
+            .iter()
+            .filter(|&&w| self.cells.iter().any(|c| c.workload == w))
+        {
             let _ = writeln!(t, "  {}: {}", w.label(), w.describe(self.sizes));
         }
         let _ = writeln!(t);
         let header = format!(
-            "{:<14} {:<16} {:>9} {:>13} {:>6} {:>6} {:>6}  {:<16} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
+            "{:<14} {:<16} {:>9} {:>13} {:>6} {:>6} {:>6} {:>6}  {:<16} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
             "workload",
             "condition",
             "median ms",
@@ -203,6 +233,7 @@ impl Results<'_> {
             "ratio",
             "paired",
             "cpu",
+            "floor",
             "target",
             "events",
             "lost",
@@ -226,6 +257,7 @@ impl Results<'_> {
                 Cond::Strace,
                 Cond::Bpftrace,
                 Cond::Auditd,
+                Cond::Floor,
             ] {
                 let Some(c) = self.cell(w, cond) else {
                     continue;
@@ -238,6 +270,7 @@ impl Results<'_> {
                 let ratio = self.ratio(w, cond);
                 let paired = self.paired_ratio(w, cond);
                 let cpu_ratio = self.cpu_ratio(w, cond);
+                let floor_ratio = self.floor_ratio(w, cond).filter(|_| cond != Cond::Floor);
                 let wl_cpu = self.med(w, cond, |s| Some(s.workload_cpu_ms));
                 let target = Self::target_of(w, cond);
                 let target_text = match (target, ratio) {
@@ -259,7 +292,7 @@ impl Results<'_> {
                 let lost = self.total_lost(w, cond);
                 let _ = writeln!(
                     t,
-                    "{:<14} {:<16} {:>9} {:>13} {:>6} {:>6} {:>6}  {:<16} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
+                    "{:<14} {:<16} {:>9} {:>13} {:>6} {:>6} {:>6} {:>6}  {:<16} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
                     w.label(),
                     cond.label(),
                     fmt_ms(med),
@@ -267,6 +300,7 @@ impl Results<'_> {
                     opt(ratio.map(|r| format!("{r:.2}"))),
                     opt(paired.map(|r| format!("{r:.2}"))),
                     opt(cpu_ratio.map(|r| format!("{r:.2}"))),
+                    opt(floor_ratio.map(|r| format!("{r:.2}"))),
                     target_text,
                     opt(events.map(|e| format!("{e:.0}"))),
                     opt(lost),
@@ -285,6 +319,7 @@ impl Results<'_> {
                         "paired_ratio": paired.map(round3),
                         "workload_cpu_ms_median": wl_cpu.map(round3),
                         "workload_cpu_ratio": cpu_ratio.map(round3),
+                        "floor_ratio": floor_ratio.map(round3),
                         "target_ratio": target,
                         "met": match (target, ratio) { (Some(tg), Some(r)) => Some(r <= tg), _ => None },
                         "events_median": events,
@@ -306,7 +341,8 @@ impl Results<'_> {
             t,
             "ratio: median / unmonitored median (the targets apply to it); paired: median over rounds of run / same round's\n\
 unmonitored run; cpu: the same ratio for the workload's own CPU time (user+sys of its tree, where the probes' kernel\n\
-time is charged; less moved by other load than wall time).\n\
+time is charged; less moved by other load than wall time); floor: median / the floor's median (floor: the same workload\n\
+beside bpftrace holding a no-op program on sys_enter_execve, _openat, _sendto and _connect, what any syscall tracepoint costs).\n\
 events: ring-buffer records per run; lost: total over all runs (bpftrace: its \"Lost N events\"; auditd: the kernel's audit lost counter).\n\
 user, sys: the monitor's CPU ms per run (start-up included: BPF load and verification is most of sys); watch: its CPU ms (user+sys) from attached to exit.\n\
 RSS MB: the monitor's peak RSS. Medians over the rounds throughout."
@@ -405,7 +441,7 @@ then `-a never,task` (once audit ran, the kernel gives every new process an audi
         }
         let _ = writeln!(t);
         let checks = self.checks();
-        let _ = writeln!(t, "targets (issue 8):");
+        let _ = writeln!(t, "targets (issues 8 and 14):");
         for c in &checks {
             let _ = writeln!(
                 t,

@@ -65,6 +65,8 @@ pub(super) struct Outcome {
     pub(super) sanity: std::ops::Range<usize>,
     pub(super) setup_failed: Option<String>,
     pub(super) done: bool,
+    /// The console line where the kernel first said it hung (a soft lockup).
+    pub(super) lockup: Option<usize>,
     pub(super) bins: Vec<BinResult>,
     pub(super) pass: bool,
     pub(super) problems: Vec<String>,
@@ -87,6 +89,7 @@ pub(super) fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
         sanity: 0..0,
         setup_failed: None,
         done: false,
+        lockup: None,
         bins: Vec::new(),
         pass: false,
         problems: Vec::new(),
@@ -95,6 +98,9 @@ pub(super) fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
     let mut sections: HashMap<String, (f64, usize, Option<End>)> = HashMap::new();
     for (i, (t, line)) in boot.lines.iter().enumerate() {
         let n = i + 1;
+        if o.lockup.is_none() && line.contains(LOCKUP) {
+            o.lockup = Some(n);
+        }
         let Some((word, kv, args)) = marker(line) else {
             continue;
         };
@@ -125,6 +131,9 @@ pub(super) fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
                 }
             }
             "done" => o.done = true,
+            "lockup" => {
+                o.lockup.get_or_insert(n);
+            }
             _ => {}
         }
     }
@@ -186,6 +195,13 @@ pub(super) fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
         });
     }
 
+    if let Some(n) = o.lockup {
+        o.problems.push(format!(
+            "the guest kernel hung (a soft lockup): {} (console line {n}; the kernel's trace \
+             follows as `kernel| ` lines)",
+            boot.lines[n - 1].1.trim()
+        ));
+    }
     if boot.timed_out {
         o.problems
             .push("qemu was killed at the timeout (SW_VM_TIMEOUT)".into());

@@ -110,6 +110,47 @@ pub fn request(resource: &Resource, records: Vec<LogRecord>) -> ExportLogsServic
     }
 }
 
+/// The addresses of a network line, as OpenTelemetry's semantic conventions name them. The
+/// remote end the kernel used (a connect's or a flow's destination, an accepted connection's
+/// dialer, where a raced connect really went) is `network.peer.address`/`.port`; it is also
+/// `server.address`/`.port` when the traced side is the client, and `client.address`/`.port`
+/// for an accept (the traced side is the server). A listener's own address is
+/// `server.address`. A unix socket's path is not an address (`addr` is absent).
+fn net_attributes<'a>(
+    kind: &str,
+    s: &dyn Fn(&str) -> Option<&'a str>,
+    i: &dyn Fn(&str) -> Option<i64>,
+    attrs: &mut Vec<KeyValue>,
+) {
+    let (addr, port) = (s("addr"), i("port"));
+    let accepted = kind == "net" && s("op") == Some("accept");
+    let listener = kind == "listening" || (kind == "net" && s("op") == Some("listen"));
+    let (named, port_name) = if accepted {
+        ("client.address", "client.port")
+    } else {
+        ("server.address", "server.port")
+    };
+    if let Some(a) = addr {
+        attrs.push(kv(named, string(a)));
+    }
+    if let Some(p) = port {
+        attrs.push(kv(port_name, int(p)));
+    }
+    if listener {
+        return;
+    }
+    if let Some(a) = addr {
+        attrs.push(kv("network.peer.address", string(a)));
+        if let Ok(ip) = a.parse::<std::net::IpAddr>() {
+            let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
+            attrs.push(kv("network.type", string(family)));
+        }
+    }
+    if let Some(p) = port {
+        attrs.push(kv("network.peer.port", int(p)));
+    }
+}
+
 /// The LogRecord of one log line (without its newline). A line that is not a record (it
 /// cannot be, unless the file was changed) is still sent, its body exact, without attributes.
 pub fn log_record(line: &[u8], observed_ns: u64) -> LogRecord {
@@ -195,18 +236,51 @@ pub fn log_record(line: &[u8], observed_ns: u64) -> LogRecord {
                 attrs.push(kv("file.path", string(p)));
             }
         }
-        "net" | "net_result" | "listening" => {
-            if let Some(a) = s("addr") {
-                attrs.push(kv("server.address", string(a)));
-            }
-            if let Some(p) = i("port") {
-                attrs.push(kv("server.port", int(p)));
-            }
+        "net" | "net_result" | "listening" | "flow_count" | "net_tamper" => {
+            net_attributes(kind, &s, &i, attrs);
             if let Some(p) = s("proto") {
                 attrs.push(kv("network.transport", string(p)));
             }
             if let Some(n) = s("name") {
                 attrs.push(kv("dns.question.name", string(n)));
+            }
+            for (key, attr) in [
+                ("op", "sandbox_watch.net.op"),
+                ("verdict", "sandbox_watch.net.verdict"),
+                ("via", "sandbox_watch.net.via"),
+                ("result", "sandbox_watch.net.result"),
+            ] {
+                if let Some(v) = s(key) {
+                    attrs.push(kv(attr, string(v)));
+                }
+            }
+            for (key, attr) in [
+                ("netns", "sandbox_watch.net.netns"),
+                ("packets", "sandbox_watch.net.packets"),
+                ("bytes", "sandbox_watch.net.bytes"),
+            ] {
+                if let Some(v) = i(key) {
+                    attrs.push(kv(attr, int(v)));
+                }
+            }
+            if kind == "net_tamper" {
+                if let Some(a) = s("caller_addr") {
+                    attrs.push(kv("sandbox_watch.tamper.caller_address", string(a)));
+                }
+                if let Some(p) = i("caller_port") {
+                    attrs.push(kv("sandbox_watch.tamper.caller_port", int(p)));
+                }
+                if let Some(n) = i("caller_netns") {
+                    attrs.push(kv("sandbox_watch.tamper.caller_netns", int(n)));
+                }
+                if let Some(b) = obj.get("fd_swapped").and_then(Value::as_bool) {
+                    attrs.push(kv(
+                        "sandbox_watch.tamper.fd_swapped",
+                        AnyValue {
+                            value: Some(any_value::Value::BoolValue(b)),
+                        },
+                    ));
+                }
             }
         }
         "violation" => {
@@ -298,6 +372,72 @@ mod tests {
         assert_eq!(v.severity_number, SeverityNumber::Warn as i32);
         assert_eq!(v.severity_text, "WARN");
         assert_eq!(text(attr(&v, "sandbox_watch.violation")), "outside");
+    }
+
+    #[test]
+    fn accepts_flows_and_raced_connects_name_the_kernels_remote_end() {
+        let a = log_record(
+            br#"{"seq":5,"kind":"net","op":"accept","proto":"tcp","addr":"10.1.2.3","port":40000,"netns":4026531840,"verdict":"inside","result":"ok","pid":5}"#,
+            0,
+        );
+        assert_eq!(text(attr(&a, "client.address")), "10.1.2.3");
+        assert_eq!(integer(attr(&a, "client.port")), 40000);
+        assert_eq!(text(attr(&a, "network.peer.address")), "10.1.2.3");
+        assert_eq!(integer(attr(&a, "network.peer.port")), 40000);
+        assert!(
+            attr(&a, "server.address").is_none(),
+            "an accept's addr is the dialer, not a server"
+        );
+        assert_eq!(text(attr(&a, "network.type")), "ipv4");
+        assert_eq!(text(attr(&a, "sandbox_watch.net.op")), "accept");
+        assert_eq!(integer(attr(&a, "sandbox_watch.net.netns")), 4026531840);
+        assert_eq!(text(attr(&a, "sandbox_watch.net.verdict")), "inside");
+        let send = log_record(
+            br#"{"seq":6,"kind":"net","op":"send","proto":"udp","addr":"::1","port":9,"via":"raw socket","verdict":"outside","pid":5}"#,
+            0,
+        );
+        assert_eq!(text(attr(&send, "server.address")), "::1");
+        assert_eq!(text(attr(&send, "network.peer.address")), "::1");
+        assert_eq!(text(attr(&send, "network.type")), "ipv6");
+        assert_eq!(text(attr(&send, "network.transport")), "udp");
+        assert_eq!(text(attr(&send, "sandbox_watch.net.via")), "raw socket");
+        let f = log_record(
+            br#"{"seq":7,"kind":"flow_count","pid":5,"proto":"udp","addr":"127.0.0.1","port":5353,"netns":1,"packets":10,"bytes":1280}"#,
+            0,
+        );
+        assert_eq!(text(attr(&f, "server.address")), "127.0.0.1");
+        assert_eq!(integer(attr(&f, "server.port")), 5353);
+        assert_eq!(integer(attr(&f, "sandbox_watch.net.packets")), 10);
+        assert_eq!(integer(attr(&f, "sandbox_watch.net.bytes")), 1280);
+        let t = log_record(
+            br#"{"seq":8,"kind":"net_tamper","pid":5,"addr":"127.0.0.1","port":8080,"netns":1,"caller_addr":"10.66.66.66","caller_port":443,"fd_swapped":false,"caller_netns":null}"#,
+            0,
+        );
+        assert_eq!(
+            text(attr(&t, "server.address")),
+            "127.0.0.1",
+            "where it went"
+        );
+        assert_eq!(integer(attr(&t, "network.peer.port")), 8080);
+        assert_eq!(
+            text(attr(&t, "sandbox_watch.tamper.caller_address")),
+            "10.66.66.66"
+        );
+        assert_eq!(integer(attr(&t, "sandbox_watch.tamper.caller_port")), 443);
+        assert_eq!(
+            attr(&t, "sandbox_watch.tamper.fd_swapped"),
+            Some(&any_value::Value::BoolValue(false))
+        );
+        assert!(attr(&t, "sandbox_watch.tamper.caller_netns").is_none());
+        let l = log_record(
+            br#"{"seq":9,"kind":"listening","pid":5,"proto":"tcp","addr":"0.0.0.0","port":8000,"listening_at_end":true}"#,
+            0,
+        );
+        assert_eq!(text(attr(&l, "server.address")), "0.0.0.0");
+        assert!(
+            attr(&l, "network.peer.address").is_none(),
+            "a listener has no peer"
+        );
     }
 
     #[test]
