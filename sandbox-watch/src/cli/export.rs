@@ -213,6 +213,7 @@ fn ship_one(config: &Config, path: &Path, file: std::fs::File, timeout: Duration
         last_error: sender.progress.last_error.clone(),
         session: sender.session().map(str::to_owned),
         spool: None,
+        held_back_ms: 0,
     };
     (status, before)
 }

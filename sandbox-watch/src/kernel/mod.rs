@@ -1,3 +1,4 @@
+pub mod backlog;
 pub mod decode;
 pub mod guard;
 pub mod probe;

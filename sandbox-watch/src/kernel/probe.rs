@@ -406,9 +406,18 @@ impl Probe {
         })
     }
 
-    /// The ring buffer; call once.
+    /// The ring buffer; call once. Its size goes to [`super::backlog`].
     pub fn ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
-        take_map(&mut self.ebpf, "EVENTS")
+        let ring = self
+            .ebpf
+            .take_map("EVENTS")
+            .ok_or_else(|| ProbeError::Load("map EVENTS missing from the object".into()))?;
+        if let aya::maps::Map::RingBuf(data) = &ring
+            && let Ok(info) = data.info()
+        {
+            super::backlog::ring_size(info.max_entries().into());
+        }
+        RingBuf::try_from(ring).map_err(|e| ProbeError::Load(format!("map EVENTS: {e}")))
     }
 
     /// Adds a thread group to the traced set.

@@ -311,6 +311,8 @@ pub fn keep_terminal_open(master: OwnedFd) -> std::io::Result<()> {
         ForkResult::Child => unsafe {
             libc::setsid();
             libc::prctl(libc::PR_SET_NAME, c"sw-agent-pty".as_ptr());
+            // Not at the capture thread's raised priority.
+            libc::setpriority(libc::PRIO_PROCESS, 0, 0);
             if libc::dup2(master.as_raw_fd(), 0) < 0 {
                 libc::_exit(1);
             }

@@ -34,6 +34,7 @@
 pub mod client;
 pub mod config;
 pub mod cursor;
+pub mod encode;
 pub mod exporter;
 pub mod mapping;
 pub mod received;
@@ -65,6 +66,9 @@ pub struct Status {
     /// With `--otlp` and no `--log`: the spooled log, kept when something is pending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool: Option<Spool>,
+    /// Milliseconds the live exporter held back while the capture's drain was behind the
+    /// kernel (its CPU went to draining first); 0 for `ship`.
+    pub held_back_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

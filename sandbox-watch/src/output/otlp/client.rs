@@ -76,6 +76,11 @@ impl Client {
                 serde_json::to_vec(request).expect("an OTLP request serialises into memory")
             }
         };
+        self.compress(bytes)
+    }
+
+    /// An encoded request (as the protocol wants it), compressed if the endpoint wants that.
+    pub fn compress(&self, bytes: Vec<u8>) -> Vec<u8> {
         match self.config.compression {
             Compression::None => bytes,
             Compression::Gzip => {

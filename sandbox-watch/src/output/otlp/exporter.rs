@@ -1,8 +1,9 @@
 //! The live exporter: a thread of its own (at a lower CPU priority than the capture) that
 //! tails the evidence log as the capture writes it and sends each whole line, retrying with
-//! backoff while the collector is down or busy. The capture never waits for it; when the
-//! capture has written its end record, [`Exporter::finish`] gives it a bounded time to catch
-//! up and says where delivery stands.
+//! backoff while the collector is down or busy, and holding back while the capture's drain is
+//! behind the kernel ([`backlog`]). The capture never waits for it; when the capture has
+//! written its end record, [`Exporter::finish`] gives it a bounded time to catch up and says
+//! where delivery stands.
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -12,9 +13,14 @@ use super::Status;
 use super::client::Client;
 use super::config::Config;
 use super::sender::{Progress, Sender, Step};
+use crate::kernel::backlog;
 
 /// How often a caught-up exporter looks for new lines (the log is written every 100 ms).
 const POLL: Duration = Duration::from_millis(200);
+
+/// How often an exporter holding back for the drain looks again (the drain passes over the
+/// ring at least every 10 ms).
+const HOLD: Duration = Duration::from_millis(20);
 
 /// Waits between tries while the collector is down: from 100 ms, doubling up to 5 s.
 pub struct Backoff {
@@ -58,6 +64,8 @@ struct State {
     acked_offset: u64,
     /// The thread ended; `pending` is what it counted.
     done: Option<u64>,
+    /// Time it held back while the capture's drain was behind.
+    held_back: Duration,
 }
 
 struct Shared {
@@ -140,6 +148,7 @@ impl Exporter {
             last_error,
             session: state.session.clone(),
             spool: None,
+            held_back_ms: state.held_back.as_millis() as u64,
         }
     }
 }
@@ -153,6 +162,17 @@ fn export(mut sender: Sender, shared: &Shared, request_timeout: Duration) {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             break;
+        }
+        // While the capture runs and its drain is behind the kernel, the CPU is the drain's:
+        // no batch is built or sent (and the collector is not kept busy) until it caught up.
+        if deadline.is_none() && backlog::behind() {
+            let state = shared.lock();
+            let (mut state, _) = shared
+                .wake
+                .wait_timeout_while(state, HOLD, |s| s.deadline.is_none())
+                .unwrap_or_else(|p| p.into_inner());
+            state.held_back += now.elapsed();
+            continue;
         }
         let timeout = deadline.map_or(request_timeout, |d| request_timeout.min(d - now));
         let step = sender.step(timeout);

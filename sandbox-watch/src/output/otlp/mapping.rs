@@ -86,17 +86,22 @@ pub fn resource(session: &str, extra: &[(String, String)]) -> Resource {
     }
 }
 
+/// The instrumentation scope of every record.
+pub fn scope() -> Option<InstrumentationScope> {
+    Some(InstrumentationScope {
+        name: "sandbox-watch".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        ..Default::default()
+    })
+}
+
 /// One request holding `records` of one session.
 pub fn request(resource: &Resource, records: Vec<LogRecord>) -> ExportLogsServiceRequest {
     ExportLogsServiceRequest {
         resource_logs: vec![ResourceLogs {
             resource: Some(resource.clone()),
             scope_logs: vec![ScopeLogs {
-                scope: Some(InstrumentationScope {
-                    name: "sandbox-watch".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    ..Default::default()
-                }),
+                scope: scope(),
                 log_records: records,
                 schema_url: String::new(),
             }],
