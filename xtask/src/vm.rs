@@ -12,7 +12,7 @@
 //! when an input changed. Everything lands in `target/vm/`; the console in `console.log`, the
 //! summary in `summary.txt`.
 //!
-//! Environment: `SW_VM_TIMEOUT` (seconds, default 1800) bounds the qemu run; `SW_VM_OPTIONAL=1`
+//! Environment: `SW_VM_TIMEOUT` (seconds, default 2400) bounds the qemu run; `SW_VM_OPTIONAL=1`
 //! turns "qemu is missing and cannot be installed" into a skip with exit status 0;
 //! `SW_VM_NO_BUILD=1` skips setup and the release build of sandbox-watch (the binary already
 //! in target/release is used; the test binaries are still built); `SW_VM_ONLY=tamper,files`
@@ -274,7 +274,7 @@ pub fn run() -> anyhow::Result<()> {
                 .parse()
                 .with_context(|| format!("SW_VM_TIMEOUT={s:?} is not a number of seconds"))?,
         ),
-        Err(_) => Duration::from_secs(1800),
+        Err(_) => Duration::from_secs(2400),
     };
     let console = dir.join("console.log");
     let mut needed = vec![root()];
@@ -324,7 +324,7 @@ pub fn run() -> anyhow::Result<()> {
         );
         fs::write(&script, guest_script(&rerun, &sandbox_watch))?;
         // The second boot gets what the first left, and at least 15 minutes (so the whole
-        // guest run stays under 45). It has one CPU: both recorded hangs had the monitor's
+        // guest run stays under 55). It has one CPU: both recorded hangs had the monitor's
         // threads stuck in the kernel, the second on both CPUs at once (a cross-CPU wait that
         // never ended); with one CPU there is no other CPU to wait for.
         let left = timeout
