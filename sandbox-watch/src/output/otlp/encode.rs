@@ -42,8 +42,6 @@ struct Fields<'a> {
     argv: Option<Vec<Cow<'a, str>>>,
     #[serde(borrow)]
     path: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    violation: Option<Cow<'a, str>>,
 }
 
 /// The records of one request, encoded as they come, after room for the request's head
@@ -188,12 +186,20 @@ fn put_kv_int(buf: &mut Vec<u8>, key: &str, value: i64) {
     encode_varint(value as u64, buf);
 }
 
-/// The kinds whose attributes (the kernel's remote end, the verdict, a tamper's caller) only
-/// the general mapping writes: they are few in a capture, and one contract is simpler.
-const NET_KINDS: &[&str] = &["net", "net_result", "listening", "flow_count", "net_tamper"];
+/// The kinds whose attributes (the kernel's remote end, the verdict, a tamper's caller, a
+/// violation's step) only the general mapping writes: they are few in a capture, and one
+/// contract is simpler.
+const GENERAL_KINDS: &[&str] = &[
+    "net",
+    "net_result",
+    "listening",
+    "flow_count",
+    "net_tamper",
+    "violation",
+];
 
 /// The mapping of [`mapping::log_record`] for a line whose fields read as the usual types and
-/// whose kind is not a network one; false (and `buf` to be cleared) otherwise.
+/// whose kind is not one of [`GENERAL_KINDS`]; false (and `buf` to be cleared) otherwise.
 fn fast_record(line: &[u8], observed_ns: u64, buf: &mut Vec<u8>) -> bool {
     if line.first() != Some(&b'{') {
         return false;
@@ -205,18 +211,15 @@ fn fast_record(line: &[u8], observed_ns: u64, buf: &mut Vec<u8>) -> bool {
         return false;
     };
     let kind = f.kind.as_deref().unwrap_or("unknown");
-    if NET_KINDS.contains(&kind) {
+    if GENERAL_KINDS.contains(&kind) {
         return false;
     }
     let time =
         f.at.as_deref()
             .and_then(crate::time::parse_ns)
             .map_or(0, |ns| u64::try_from(ns).unwrap_or(0));
-    let (severity, severity_text) = if kind == "violation" {
-        (SeverityNumber::Warn, "WARN")
-    } else {
-        (SeverityNumber::Info, "INFO")
-    };
+    // A violation (WARN) takes the general mapping.
+    let (severity, severity_text) = (SeverityNumber::Info, "INFO");
     // LogRecord's fields in the order prost writes them (by tag): time (1), severity (2, 3),
     // body (5), attributes (6), observed time (11), event name (12); zero values left out.
     if time != 0 {
@@ -271,18 +274,10 @@ fn fast_record(line: &[u8], observed_ns: u64, buf: &mut Vec<u8>) -> bool {
             put_any_str(buf, a);
         }
     }
-    match kind {
-        "file" | "file_failed" | "file_count" | "file_hash" => {
-            if let Some(p) = &f.path {
-                put_kv_str(buf, "file.path", p);
-            }
-        }
-        "violation" => {
-            if let Some(v) = &f.violation {
-                put_kv_str(buf, "sandbox_watch.violation", v);
-            }
-        }
-        _ => {}
+    if let Some(p) = &f.path
+        && matches!(kind, "file" | "file_failed" | "file_count" | "file_hash")
+    {
+        put_kv_str(buf, "file.path", p);
     }
     if observed_ns != 0 {
         encode_key(11, WireType::SixtyFourBit, buf);
@@ -305,7 +300,6 @@ mod tests {
         r#"{"seq":0,"prev":"00","hash":"3a","at":"2026-12-01T16:48:41.519651685Z","kind":"start","agent":{"netns":null},"session_id":"s1","target":{"command":["a","b"],"pid":3}}"#,
         r#"{"seq":3,"prev":"aa","hash":"bb","at":"2026-12-01T10:00:00.000000005Z","kind":"exec","argv":["git","commit","-m","x y","","é \"q\" \\ \u0001"],"cwd":"/w","exe":"/usr/bin/git","pid":42,"ppid":41,"uid":1000}"#,
         r#"{"seq":4999,"prev":"d4","hash":"91","at":"2026-12-01T16:48:41.599835890Z","kind":"file","count":1,"credential":false,"dev":"254:0","flags":"O_RDONLY","ino":10373678,"op":"read","path":"/tmp/memprof/files/f000959","persistence":false,"pid":32256,"verified":false}"#,
-        r#"{"seq":4,"kind":"violation","violation":"outside","pid":9,"summary":"s","at":"1970-01-01T00:00:00Z"}"#,
         r#"{"seq":5,"kind":"exit","pid":9,"exit_code":-1,"uid":0,"ppid":0,"at":"garbage"}"#,
         r#"{"seq":6,"kind":"file","path":null,"exe":null,"argv":[]}"#,
         r#"{"kind":"","seq":-3}"#,
@@ -319,6 +313,10 @@ mod tests {
         r#"{"seq":8,"kind":"flow_count","pid":5,"proto":"udp","addr":"127.0.0.1","port":5353,"packets":10,"bytes":1280}"#,
         r#"{"seq":9,"kind":"net_tamper","pid":5,"addr":"10.0.0.2","port":80,"caller_addr":"10.0.0.1","caller_port":443,"caller_netns":1,"fd_swapped":true}"#,
         r#"{"seq":10,"kind":"net_result","pid":5,"addr":"10.0.0.1","port":443,"result":"refused"}"#,
+        // …violations (their step: an id, the agent itself, or none)…
+        r#"{"seq":4,"kind":"violation","violation":"outside","pid":9,"summary":"s","at":"1970-01-01T00:00:00Z"}"#,
+        r#"{"seq":11,"kind":"violation","violation":"credential","pid":9,"summary":"s","tool_call":"3"}"#,
+        r#"{"seq":12,"kind":"violation","violation":"persistence","pid":8,"summary":"s","tool_call":null}"#,
         // …types it does not expect, duplicates, not an object.
         r#"{"seq":"8","kind":"file","path":"/x"}"#,
         r#"{"seq":9,"kind":"exec","argv":["a",1,null,{"b":2}]}"#,
@@ -333,7 +331,7 @@ mod tests {
     ];
 
     /// How many of LINES, from the first, take the direct way.
-    const DIRECT: usize = 9;
+    const DIRECT: usize = 8;
 
     /// Equal bytes, or where they first differ (the requests are long).
     fn same(ours: &[u8], theirs: &[u8], what: &str) {
