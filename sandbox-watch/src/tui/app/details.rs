@@ -56,6 +56,25 @@ impl App {
         }
     }
 
+    /// "status: exited 0 · ran 1.2 s": how `p` ended, and how long since `began`.
+    fn status_line(
+        &self,
+        p: &crate::state::processes::Process,
+        began: std::time::SystemTime,
+    ) -> String {
+        let status = match (p.exit_code, p.signal) {
+            (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
+            (Some(c), None) => format!("exited {c}"),
+            (None, None) if self.ended.is_some() => "still running when the capture ended".into(),
+            (None, None) => "running".into(),
+        };
+        let ran = match p.ended {
+            Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(began))),
+            None => String::new(),
+        };
+        format!("status: {status}{ran}")
+    }
+
     fn process_details(&self, i: usize) -> Option<Details> {
         let first = self.first_at;
         let node = self.procs.nodes.get(i)?;
@@ -68,17 +87,7 @@ impl App {
             node.children.len(),
             if node.children.len() == 1 { "" } else { "ren" }
         ));
-        let status = match (p.exit_code, p.signal) {
-            (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
-            (Some(c), None) => format!("exited {c}"),
-            (None, None) if self.ended.is_some() => "still running when the capture ended".into(),
-            (None, None) => "running".into(),
-        };
-        let ran = match p.ended {
-            Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(p.began))),
-            None => String::new(),
-        };
-        lines.push(format!("status: {status}{ran}"));
+        lines.push(self.status_line(p, p.began));
         let mut flags = vec![];
         flags.push(self.session.processes.verdict(p).as_str().to_string());
         if p.fork_only {
@@ -209,17 +218,7 @@ impl App {
             step_command(&self.session, k).unwrap_or_else(|| "(a fork of the agent)".into())
         ));
         lines.push(format!("argv: {}", proc_argv(last)));
-        let status = match (last.exit_code, last.signal) {
-            (_, Some(s)) => format!("killed by {}", signal_name(s.into())),
-            (Some(c), None) => format!("exited {c}"),
-            (None, None) if self.ended.is_some() => "still running when the capture ended".into(),
-            (None, None) => "running".into(),
-        };
-        let ran = match last.ended {
-            Some(e) => format!(" · ran {}", duration_text(ns(e) - ns(own.began))),
-            None => String::new(),
-        };
-        lines.push(format!("status: {status}{ran}"));
+        lines.push(self.status_line(last, own.began));
         let g = k + 1;
         let (mut procs, mut files, mut net) = (0, 0, 0);
         for &(row, group) in &self.steps.order {
