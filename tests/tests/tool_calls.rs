@@ -431,25 +431,35 @@ fn the_transcript_is_reconciled_with_what_ran() {
     ];
     let text: Vec<String> = plain.iter().map(Value::to_string).collect();
     std::fs::write(&edited, text.join("\n") + "\n").unwrap();
-    let out_path = d.join("replayed.json");
-    let out = sandbox_watch(&[
-        "replay",
-        "--headless",
-        "--fail-on",
-        "undeclared",
-        "--transcript",
-        edited.to_str().unwrap(),
-        "--report",
-        out_path.to_str().unwrap(),
-        r.log.to_str().unwrap(),
-    ]);
+    // Replayed headless with a transcript: the exit status and the report.
+    let replay = |transcript: &std::path::Path, flags: &[&str]| {
+        let out_path = d.join("replayed.json");
+        let _ = std::fs::remove_file(&out_path);
+        let args = [&["replay", "--headless"], flags].concat();
+        let out = sandbox_watch(
+            &[
+                args.as_slice(),
+                &[
+                    "--transcript",
+                    transcript.to_str().unwrap(),
+                    "--report",
+                    out_path.to_str().unwrap(),
+                    r.log.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        );
+        let report = std::fs::read_to_string(&out_path)
+            .map(|text| serde_json::from_str::<Value>(&text).unwrap())
+            .unwrap_or_default();
+        (out, report)
+    };
+    let (out, replayed) = replay(&edited, &["--fail-on", "undeclared"]);
     assert_eq!(
         out.status.code(),
         Some(0),
         "no finding under the undeclared step 3"
     );
-    let replayed: Value =
-        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     let t = &replayed["transcript"];
     assert_eq!(t["undeclared"], serde_json::json!(["3"]), "{t}");
     assert!(
@@ -465,23 +475,13 @@ fn the_transcript_is_reconciled_with_what_ran() {
     let mut bytes = vec![0xffu8, 0xfe, b'\n'];
     bytes.extend(std::iter::repeat_n(b'{', 9 << 20));
     std::fs::write(&junk, bytes).unwrap();
-    let out = sandbox_watch(&[
-        "replay",
-        "--headless",
-        "--transcript",
-        junk.to_str().unwrap(),
-        "--report",
-        out_path.to_str().unwrap(),
-        r.log.to_str().unwrap(),
-    ]);
+    let (out, replayed) = replay(&junk, &[]);
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let replayed: Value =
-        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     let problems = replayed["transcript"]["problems"].as_array().unwrap();
     assert!(problems.len() >= 2, "{problems:?}");
     assert_eq!(
