@@ -17,9 +17,9 @@
 // value: maps defined here are relocated to the wrong map). An atomic whose result is used
 // needs the BPF v3 instruction set: this file is compiled with -mcpu=v3, the function is not
 // inlined into the Rust callers, and the object is linked with +alu32 (build.rs).
-__attribute__((noinline)) u64 sw_fetch_add(u64 *counter)
+__attribute__((noinline)) u64 sw_fetch_add(u64 *counter, u64 n)
 {
-	return __sync_fetch_and_add(counter, 1);
+	return __sync_fetch_and_add(counter, n);
 }
 
 // Keep these equal to sandbox-watch-common.

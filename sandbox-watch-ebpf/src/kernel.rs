@@ -5,7 +5,7 @@ pub type Ptr = *const c_void;
 
 unsafe extern "C" {
     /// Atomically adds 1 to `*counter` and returns the value before (BPF v3 atomics).
-    pub fn sw_fetch_add(counter: *mut u64) -> u64;
+    pub fn sw_fetch_add(counter: *mut u64, n: u64) -> u64;
     pub fn sw_task_tgid(task: Ptr) -> u32;
     pub fn sw_task_ppid(task: Ptr) -> u32;
     pub fn sw_task_start_ns(task: Ptr) -> u64;

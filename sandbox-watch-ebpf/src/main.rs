@@ -138,8 +138,14 @@ pub fn header(kind: EventKind, tgid: u32, start_ns: u64) -> EventHeader {
 /// userspace counts as a bad sequence number).
 #[inline(always)]
 fn next_seq() -> u64 {
+    take_seq(1)
+}
+
+/// Takes `n` numbers of the global sequence; the first of them.
+#[inline(always)]
+fn take_seq(n: u64) -> u64 {
     match SEQ.get_ptr_mut(0) {
-        Some(counter) => unsafe { kernel::sw_fetch_add(counter) },
+        Some(counter) => unsafe { kernel::sw_fetch_add(counter, n) },
         None => u64::MAX,
     }
 }
@@ -183,9 +189,12 @@ fn output(kind: EventKind, data: *mut u8, len: usize, now: bool) {
     }
 }
 
-/// Counts `n` records of `kind` as lost without trying to send them.
+/// Counts `n` records of `kind` as lost without trying to send them. They take their numbers
+/// of the sequence, as a record the ring refuses does: the userspace's check that every hole
+/// in the sequence is a counted drop (and every counted drop a hole) holds for them too.
 #[inline(always)]
 pub fn count_lost(kind: EventKind, n: u64) {
+    take_seq(n);
     if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
         unsafe { *count += n };
     }

@@ -194,3 +194,32 @@ fn capture_output_keeps_redacted_text_but_never_a_credential_readers_or_an_untra
     assert!(!quiet.contains("LAST-ERR-LINE-6"), "{quiet}");
     assert!(!q.log_text().contains("LAST-ERR-LINE-6"));
 }
+
+/// One write longer than the kernel carries (16 chunks of 16 KiB): the chunks past the limit
+/// are counted as lost, and that honest loss is not taken for an attack on the drop counters
+/// (before, they were counted without a sequence number, and `--fail-on tamper` failed a run
+/// that attacked nothing: "its drop counters were raised by someone").
+#[test]
+fn a_write_longer_than_the_kernel_carries_is_loss_not_tamper() {
+    let r = run(
+        &["--fail-on", "tamper"],
+        &[
+            "/usr/bin/python3",
+            "-c",
+            "import os; os.write(1, b'x' * 300000)",
+        ],
+    );
+    let tamper: Vec<_> = r
+        .typed
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::Tamper)
+        .collect();
+    assert!(tamper.is_empty(), "no attack, yet: {tamper:#?}");
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let cov = &r.typed.coverage;
+    // 300000 bytes: 16 chunks sent, 3 more (37856 bytes) counted.
+    assert_eq!(cov.lost, 3, "{cov:#?}");
+    let seq = cov.sequence.as_ref().expect("the sequence count");
+    assert_eq!(seq.missing, seq.dropped, "{seq:#?}");
+}
