@@ -49,17 +49,19 @@ pub(super) fn check_outputs(named: &[(&str, Option<&Path>)]) -> Result<(), Usage
         seen.push((option, file));
     }
     // The report and summary are written at the end: try now (the log and OCSF files are
-    // opened now anyway). An existing file is opened without changing it; a new one is created
-    // and removed.
+    // opened now anyway). An existing report is replaced at the end (a new file renamed over
+    // it: only its directory matters); an existing summary is opened as it will be appended
+    // to (never through a symbolic link, never waiting on a FIFO); a new file is created and
+    // removed.
     for &(option, path) in named {
         let Some(path) = path.filter(|_| option != "--log" && option != "--ocsf") else {
             continue;
         };
-        let tried = if path.exists() {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(path)
-                .map(drop)
+        let exists = std::fs::symlink_metadata(path).is_ok();
+        let tried = if exists && option == "--report" {
+            Ok(())
+        } else if exists {
+            crate::output::safe_file::open_append(path).map(drop)
         } else {
             std::fs::OpenOptions::new()
                 .write(true)
@@ -220,4 +222,37 @@ pub(super) fn status(
         return exit::FAIL_ON;
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the agent (or anyone) planted at an output path before the start: the check
+    /// neither hangs on a FIFO nor writes through a link.
+    #[test]
+    fn planted_outputs_neither_hang_the_start_nor_are_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"secret\n").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        // A report is replaced at the end, whatever is there now.
+        for planted in [&fifo, &link] {
+            check_outputs(&[("--report", Some(planted))]).unwrap();
+        }
+        // A summary is appended to: refused, at once.
+        for planted in [&fifo, &link] {
+            let e = check_outputs(&[("--summary", Some(planted))]).unwrap_err();
+            assert!(e.0.contains("cannot write it"), "{}", e.0);
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"secret\n");
+        // A plain existing summary is fine, and left as it was.
+        let summary = dir.path().join("summary.md");
+        std::fs::write(&summary, b"# job\n").unwrap();
+        check_outputs(&[("--summary", Some(&summary))]).unwrap();
+        assert_eq!(std::fs::read(&summary).unwrap(), b"# job\n");
+    }
 }
