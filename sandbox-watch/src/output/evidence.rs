@@ -53,7 +53,7 @@
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -167,6 +167,13 @@ impl LogWriter {
             return Err(io_err(io::Error::other(
                 "is not a regular file; refusing to write the log there",
             )));
+        }
+        // With --force: a hard link planted there would have the log truncate another file.
+        if meta.nlink() > 1 {
+            return Err(io_err(io::Error::other(format!(
+                "has {} names (a hard link to another file?); refusing to truncate it",
+                meta.nlink()
+            ))));
         }
         if meta.len() > 0 {
             file.set_len(0).map_err(io_err)?;
@@ -542,6 +549,12 @@ mod tests {
             );
         }
         assert!(!dir.path().join("nowhere").exists());
+        // A hard link to another file: refused even with force, the other file untouched.
+        let hard = dir.path().join("hard.jsonl");
+        std::fs::hard_link(&target, &hard).unwrap();
+        let e = LogWriter::create(&hard, true).unwrap_err();
+        assert!(e.to_string().contains("hard link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious\n");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! JSON object a line, written as they come (batched like the evidence log).
 use std::fs::File;
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use super::watch::{Change, Watched};
@@ -33,7 +33,7 @@ impl OcsfWriter {
         options
             .append(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW);
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
         if force {
             options.create(true);
         } else {
@@ -48,6 +48,14 @@ impl OcsfWriter {
             crate::error::Usage(format!("--ocsf {}: {why}", path.display()))
         };
         let file = options.open(path).map_err(usage)?;
+        // With --force: never a FIFO or device, never a hard link to another file.
+        let meta = file.metadata().map_err(usage)?;
+        if !meta.is_file() || meta.nlink() > 1 {
+            return Err(crate::error::Usage(format!(
+                "--ocsf {}: is not a regular file with one name; refusing to write there",
+                path.display()
+            )));
+        }
         file.set_len(0).map_err(usage)?;
         let watched = Watched::new("OCSF export", path, &file).map_err(usage)?;
         Ok(OcsfWriter {
@@ -86,5 +94,26 @@ impl OcsfWriter {
     /// The file's path as the kernel's records name it.
     pub fn resolved_path(&self) -> &Path {
         self.watched.resolved()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn force_never_truncates_through_a_hard_link_and_never_waits_on_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious\n").unwrap();
+        let hard = dir.path().join("ocsf.jsonl");
+        std::fs::hard_link(&victim, &hard).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for planted in [&hard, &fifo] {
+            let e = OcsfWriter::create(planted, true).err().expect("refused");
+            assert!(e.0.contains("--ocsf"), "{}", e.0);
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
     }
 }
