@@ -968,7 +968,14 @@ fn tool_call_checks(c: &mut Checks, s: &Session, cap: &Capture) {
             r[list]
                 .as_array()
                 .is_some_and(|l| l.iter().all(|e| e.get("tool_call").is_some())),
-            || String::new(),
+            || {
+                format!(
+                    "the first without: {:#?}",
+                    r[list]
+                        .as_array()
+                        .and_then(|l| l.iter().find(|e| e.get("tool_call").is_none()))
+                )
+            },
         );
     }
     print_tool_calls(s, cap);
