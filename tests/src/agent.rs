@@ -81,12 +81,20 @@ pub struct Cli {
 }
 
 /// The pinned CLI; `None`, with the reason printed, only when `cargo xtask setup` found npm's
-/// registry unreachable. Not installed at all is a failure that says what to run.
+/// registry unreachable, and not under CI (`CI` set, as CI runners do): there a missing CLI
+/// fails the test, which would otherwise pass without running anything. Not installed at all
+/// is a failure that says what to run.
 pub fn cli(agent: Agent) -> Option<Cli> {
     let pins: Value = serde_json::from_str(include_str!("../agent/pins.json")).unwrap();
     let pin = &pins[agent.pin()];
     let dir = agents_dir().join(agent.pin());
     if let Ok(why) = std::fs::read_to_string(dir.join("unavailable")) {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(
+            !ci,
+            "CI is set and the agent CLI is not installed: {}",
+            why.trim()
+        );
         eprintln!("SKIPPED: {}", why.trim());
         return None;
     }
@@ -449,6 +457,13 @@ fn claude_steps(root: &Path, leftover_port: u16) -> Vec<Step> {
             ".venv/bin/python -c 'import tinypkg; print(tinypkg.hello())'".into(),
             "Use the installed package",
         ),
+        // A delayed background writer: it waits (bounded) for the agent's later Write of
+        // ~/.profile, then writes late.txt, long after its own step ended.
+        bash(
+            "delayed-writer",
+            "(n=0; until [ -e ~/.profile ] || [ $n -ge 400 ]; do sleep 0.05; n=$((n+1)); done; echo late > late.txt) > /dev/null 2>&1 &".into(),
+            "Write late.txt once the profile exists",
+        ),
         bash(
             "leftover-server",
             format!("nohup python3 -m http.server {p} --bind 127.0.0.1 > /dev/null 2>&1 &"),
@@ -795,7 +810,8 @@ fn in_scope(effect: &str) -> bool {
         })
 }
 
-fn is_tool_shell(argv: &Value) -> bool {
+/// Whether an argv is the CLI's tool-call shell: `/bin/bash -c "… eval '…' … pwd -P >| …"`.
+pub fn is_tool_shell(argv: &Value) -> bool {
     let a: Vec<&str> = argv
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -898,7 +914,7 @@ pub fn watch_codex(cli: &Cli, s: &Session) -> Capture {
     )
 }
 
-/// Print mode under `sandbox-watch run --headless`: `claude -p PROMPT
+/// Print mode under `sandbox-watch run --headless --transcript auto`: `claude -p PROMPT
 /// --dangerously-skip-permissions`.
 pub fn watch_print(cli: &Cli, s: &Session) -> Capture {
     let server = ModelServer::start(s);
@@ -910,6 +926,8 @@ pub fn watch_print(cli: &Cli, s: &Session) -> Capture {
         .envs(s.env(server.port))
         .current_dir(&s.proj)
         .args(sandbox_watch_args(&out_dir))
+        // The CLI's own session log, found among the files it wrote, against its tool calls.
+        .args(["--transcript", "auto"])
         .arg("--")
         .args(agent_argv(cli, true))
         .stdin(Stdio::null());

@@ -621,6 +621,546 @@ fn key_first_checks(c: &mut Checks, cap: &Capture, key: &str) {
     );
 }
 
+/// The model server's id of step `i`'s tool use (`tests/agent/model_server.py`).
+fn tool_use_id(i: usize) -> String {
+    format!("toolu_sw_{i:02}")
+}
+
+/// The report's tool call whose command is the step's (as redacted), if exactly one is.
+fn tool_call_of<'a>(cap: &'a Capture, s: &Session, name: &str) -> Option<&'a Value> {
+    let command = s.steps[s.step(name)].command.as_deref()?;
+    let command = command.replace(SECRET, "[REDACTED]");
+    let found: Vec<&Value> = cap.report["tool_calls"]
+        .as_array()?
+        .iter()
+        .filter(|t| t["command"] == command.as_str())
+        .collect();
+    (found.len() == 1).then(|| found[0])
+}
+
+/// Issue 18's real-agent checks, on a capture with `--transcript auto`: every scripted step is
+/// a declared, observed tool call with its exit code; its effects are attributed to it (the
+/// credential read, the `.bashrc` append, the namespace step), the agent's own Write/Edit to
+/// the agent (null) and declared by their tool use; the `nohup` server is `outlived` when it
+/// answers a later step's request; nothing scripted is undeclared, nothing declared unobserved.
+fn tool_call_checks(c: &mut Checks, s: &Session, cap: &Capture) {
+    let r = &cap.report;
+    let agent = cap.agent_pid();
+    let empty = Vec::new();
+    let calls = r["tool_calls"].as_array().unwrap_or(&empty);
+    let shells = cap.tool_call_shells();
+    let bash = s.bash_steps();
+    let id_of = |name: &str| tool_call_of(cap, s, name).map(|t| t["id"].clone());
+
+    // The transcript: the CLI's own session log, found among the files it wrote.
+    let t = &r["transcript"];
+    let claude_dir = s.home.join(".claude/projects").display().to_string();
+    c.check(
+        "--transcript auto found the CLI's session log under ~/.claude/projects, read as Claude Code's",
+        t["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with(&claude_dir) && p.ends_with(".jsonl"))
+            && t["formats"] == serde_json::json!(["claude-code"]),
+        || format!("{t:#}"),
+    );
+    let edits = s
+        .steps
+        .iter()
+        .filter(|st| matches!(st.tool, "Write" | "Edit"))
+        .count();
+    c.check(
+        "it declares every Bash step and every Write/Edit of the script, and nothing else",
+        t["declared"] == bash.len() + edits,
+        || {
+            format!(
+                "{} declared; {} Bash, {edits} edits",
+                t["declared"],
+                bash.len()
+            )
+        },
+    );
+    c.check(
+        "nothing declared is unobserved, and reading it had no problem",
+        t["unobserved"].as_array().is_some_and(Vec::is_empty)
+            && t["problems"].as_array().is_some_and(Vec::is_empty),
+        || format!("{t:#}"),
+    );
+
+    // Every scripted shell step: one tool call, its own process the tool-call shell, with the
+    // step's exit code, declared by the step's tool use, nothing after it (but the server's).
+    let mut ids = Vec::new();
+    for (k, &i) in bash.iter().enumerate() {
+        let step = &s.steps[i];
+        let want = if step.name == "failing" { 2 } else { 0 };
+        let call = tool_call_of(cap, s, step.name);
+        c.check(
+            &format!(
+                "step {i} `{}` is one tool call, the tool-call shell's, exit {want}, declared by {}",
+                step.name,
+                tool_use_id(i)
+            ),
+            call.is_some_and(|t| {
+                Some(&t["pid"]) == shells.get(k).map(|sh| &sh["pid"])
+                    && t["exit_code"] == want
+                    && t["signal"].is_null()
+                    && t["declared"] == true
+                    && t["declared_by"] == tool_use_id(i).as_str()
+            }),
+            || {
+                format!(
+                    "{call:#?}\nthe shell {:#?}\ntool calls with its words: {:#?}",
+                    shells.get(k),
+                    calls
+                        .iter()
+                        .filter(|t| t["command"]
+                            .as_str()
+                            .is_some_and(|c| c.contains(step.name.split('-').next().unwrap())))
+                        .collect::<Vec<_>>()
+                )
+            },
+        );
+        // After its step: the nohup server's effects, and git's own: `git commit` (git 2.47)
+        // starts `git maintenance run --auto --detach`, whose detached child reads .git/
+        // after the step's shell exited (seen in this session, racing the shell's exit). A
+        // real leftover, so `outlived`; nothing else of any step may come after it.
+        let after: Vec<String> = call
+            .map(|t| after_step_effects(cap, &t["id"]))
+            .unwrap_or_default();
+        let by_git_maintenance = |pid: i64| {
+            cap.processes().iter().any(|p| {
+                p["pid"] == pid
+                    && p["argv"].as_array().is_some_and(|a| {
+                        a.len() >= 3 && a[1] == "maintenance" && a.iter().any(|w| w == "--detach")
+                    })
+            })
+        };
+        let server_step = matches!(step.name, "leftover-server" | "delayed-writer");
+        c.check(
+            &format!(
+                "step {i} `{}`: {}",
+                step.name,
+                if server_step {
+                    "acted after it ended (its background process)"
+                } else {
+                    "nothing after it ended but git's detached maintenance"
+                }
+            ),
+            call.is_some_and(|t| {
+                let n = t["after_step"].as_u64().unwrap_or(u64::MAX);
+                let pids = after_step_pids(cap, &t["id"]);
+                if server_step {
+                    n >= 1 && n as usize >= after.len()
+                } else {
+                    pids.iter().all(|&p| by_git_maintenance(p)) && (n == 0) == pids.is_empty()
+                }
+            }),
+            || format!("{call:#?}\nits effects after it: {after:#?}"),
+        );
+        ids.push(call.map(|t| t["id"].as_str().unwrap_or("").parse::<u64>().unwrap_or(0)));
+    }
+    c.check(
+        "the scripted steps' ids are in the script's order",
+        ids.iter().all(Option::is_some) && ids.windows(2).all(|w| w[0] < w[1]),
+        || format!("{ids:?}"),
+    );
+
+    // Their effects, attributed to them.
+    let key = s.home.join(".ssh/id_rsa").display().to_string();
+    let credential = id_of("credential");
+    c.check(
+        "the credential read is under the credential step (violation, cat, the file entry)",
+        credential.is_some()
+            && cap.violations("credential").iter().any(|v| {
+                v["summary"].as_str().unwrap_or("").contains(&key)
+                    && Some(&v["tool_call"]) == credential.as_ref()
+            })
+            && cap
+                .execs(&["cat", &key])
+                .iter()
+                .all(|p| Some(&p["tool_call"]) == credential.as_ref())
+            && r["files"].as_array().unwrap().iter().any(|f| {
+                f["path"] == key.as_str()
+                    && f["op"] == "read"
+                    && Some(&f["tool_call"]) == credential.as_ref()
+            }),
+        || format!("step {credential:?}; {:#?}", cap.violations("credential")),
+    );
+    let bashrc = s.home.join(".bashrc").display().to_string();
+    let bashrc_step = id_of("bashrc");
+    c.check(
+        "the .bashrc append is under the bashrc step (violation and file entry)",
+        bashrc_step.is_some()
+            && cap.violations("persistence").iter().any(|v| {
+                v["summary"].as_str().unwrap_or("").contains(&bashrc)
+                    && Some(&v["tool_call"]) == bashrc_step.as_ref()
+            })
+            && r["files"].as_array().unwrap().iter().any(|f| {
+                f["path"] == bashrc.as_str()
+                    && f["op"] != "read"
+                    && Some(&f["tool_call"]) == bashrc_step.as_ref()
+            }),
+        || format!("step {bashrc_step:?}; {:#?}", cap.violations("persistence")),
+    );
+    let unshare = id_of("unshare");
+    let outside: Vec<&Value> = cap.violations("outside");
+    c.check(
+        "the namespace step's outside findings and its connect are under it",
+        unshare.is_some()
+            && !outside.is_empty()
+            && outside
+                .iter()
+                .all(|v| Some(&v["tool_call"]) == unshare.as_ref())
+            && r["network"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["result"] == "ENETUNREACH" && Some(&n["tool_call"]) == unshare.as_ref()),
+        || format!("step {unshare:?}; {outside:#?}"),
+    );
+
+    // The agent's own Write/Edit: in its own process (null), each declared by its tool use.
+    let files = r["files"].as_array().unwrap();
+    for (name, path) in [
+        ("write-notes", s.proj.join("NOTES.md")),
+        ("edit-notes", s.proj.join("NOTES.md")),
+        ("write-profile", s.home.join(".profile")),
+    ] {
+        let by = tool_use_id(s.step(name));
+        let path = path.display().to_string();
+        let entry = files.iter().find(|f| f["declared_by"] == by.as_str());
+        c.check(
+            &format!("the agent's {name} is its own write of {path}, declared by {by}"),
+            entry.is_some_and(|f| {
+                f["pid"] == agent
+                    && f["tool_call"].is_null()
+                    && f["declared"] == true
+                    && (f["path"] == path.as_str() || f["new_path"] == path.as_str())
+            }),
+            || {
+                format!(
+                    "{entry:#?}\nthe agent's entries there: {:#?}",
+                    files
+                        .iter()
+                        .filter(|f| f["pid"] == agent
+                            && (f["path"] == path.as_str() || f["new_path"] == path.as_str()))
+                        .collect::<Vec<_>>()
+                )
+            },
+        );
+    }
+    let profile = s.home.join(".profile").display().to_string();
+    c.check(
+        "the agent's ~/.profile persistence finding is the agent's own (tool_call null)",
+        cap.violations("persistence").iter().any(|v| {
+            v["summary"].as_str().unwrap_or("").contains(&profile) && v["tool_call"].is_null()
+        }),
+        || format!("{:#?}", cap.violations("persistence")),
+    );
+
+    // The nohup server: its step's, outlived, and acting after its step when it answers the
+    // later fetch-notes request (it reads NOTES.md only then).
+    let port = s.leftover_port.to_string();
+    let server = cap.execs(&["python3", "-m", "http.server", &port, "--bind", "127.0.0.1"]);
+    let leftover = id_of("leftover-server");
+    let notes = s.proj.join("NOTES.md").display().to_string();
+    c.check(
+        "the nohup server is its step's, and reads NOTES.md after its step (the fetch-notes request)",
+        leftover.is_some()
+            && server.len() == 1
+            && server[0]["tool_call"] == *leftover.as_ref().unwrap()
+            && files.iter().any(|f| {
+                f["pid"] == server[0]["pid"]
+                    && f["path"] == notes.as_str()
+                    && f["op"] == "read"
+                    && f["tool_call"] == *leftover.as_ref().unwrap()
+                    && f["after_step"] == true
+            }),
+        || {
+            format!(
+                "step {leftover:?}; server {server:#?}\nits file entries: {:#?}",
+                server.first().map(|p| files
+                    .iter()
+                    .filter(|f| f["pid"] == p["pid"])
+                    .collect::<Vec<_>>())
+            )
+        },
+    );
+    // The delayed writer: late.txt is written by its step's background process, after the
+    // step ended (once the agent's later Write made ~/.profile), and the step is outlived.
+    let writer = id_of("delayed-writer");
+    let late = s.proj.join("late.txt").display().to_string();
+    let writer_tree: std::collections::BTreeSet<i64> = writer
+        .as_ref()
+        .and_then(|id| calls.iter().find(|t| t["id"] == *id))
+        .and_then(|t| t["pid"].as_i64())
+        .map(|p| cap.tree(p))
+        .unwrap_or_default();
+    c.check(
+        "the delayed writer's late.txt is its step's, by its background process, after the step ended",
+        writer.is_some()
+            && files.iter().any(|f| {
+                f["path"] == late.as_str()
+                    && matches!(f["op"].as_str(), Some("create" | "write"))
+                    && f["tool_call"] == *writer.as_ref().unwrap()
+                    && f["after_step"] == true
+                    && f["pid"].as_i64().is_some_and(|p| writer_tree.contains(&p))
+            }),
+        || {
+            format!(
+                "step {writer:?} tree {writer_tree:?}; entries at late.txt {:#?}",
+                files
+                    .iter()
+                    .filter(|f| f["path"] == late.as_str())
+                    .collect::<Vec<_>>()
+            )
+        },
+    );
+    let outlived = cap.violations("outlived");
+    c.check(
+        "the delayed writer's step is outlived",
+        outlived
+            .iter()
+            .any(|v| writer.is_some() && Some(&v["tool_call"]) == writer.as_ref()),
+        || format!("step {writer:?}; {outlived:#?}"),
+    );
+    c.check(
+        "the nohup server's step is outlived",
+        outlived
+            .iter()
+            .any(|v| Some(&v["tool_call"]) == leftover.as_ref()),
+        || format!("step {leftover:?}; {outlived:#?}"),
+    );
+
+    // No false undeclared: what the transcript does not declare is the CLI's housekeeping
+    // (not a tool-call shell), and no finding is under it.
+    let undeclared: Vec<&Value> = t["undeclared"]
+        .as_array()
+        .map(|u| {
+            u.iter()
+                .filter_map(|id| calls.iter().find(|t| t["id"] == *id))
+                .collect()
+        })
+        .unwrap_or_default();
+    c.check(
+        "every undeclared tool call is the CLI's housekeeping, not a tool-call shell",
+        t["undeclared"].is_array()
+            && undeclared.len() == t["undeclared"].as_array().unwrap().len()
+            && undeclared.iter().all(|t| !is_tool_shell(&t["argv"])),
+        || format!("{undeclared:#?}"),
+    );
+    c.check(
+        "the clean session has no undeclared finding",
+        cap.violations("undeclared").is_empty(),
+        || format!("{:#?}", cap.violations("undeclared")),
+    );
+    c.check(
+        "every declared tool call is a tool-call shell; every tool call is declared or not",
+        calls.iter().all(|t| match t["declared"].as_bool() {
+            Some(true) => is_tool_shell(&t["argv"]),
+            Some(false) => true,
+            None => false,
+        }),
+        || format!("{calls:#?}"),
+    );
+    for list in ["processes", "files", "network", "violations"] {
+        c.check(
+            &format!("every {list} entry names its tool call"),
+            r[list]
+                .as_array()
+                .is_some_and(|l| l.iter().all(|e| e.get("tool_call").is_some())),
+            || {
+                format!(
+                    "the first without: {:#?}",
+                    r[list]
+                        .as_array()
+                        .and_then(|l| l.iter().find(|e| e.get("tool_call").is_none()))
+                )
+            },
+        );
+    }
+    print_tool_calls(s, cap);
+}
+
+/// The pids of the entries marked `after_step` under the tool call `id`.
+fn after_step_pids(cap: &Capture, id: &Value) -> std::collections::BTreeSet<i64> {
+    ["processes", "files", "network"]
+        .iter()
+        .flat_map(|list| cap.report[*list].as_array().into_iter().flatten())
+        .filter(|e| e["tool_call"] == *id && e["after_step"] == true)
+        .filter_map(|e| e["pid"].as_i64())
+        .collect()
+}
+
+/// The entries marked `after_step` under the tool call `id`, one line each.
+fn after_step_effects(cap: &Capture, id: &Value) -> Vec<String> {
+    ["processes", "files", "network"]
+        .iter()
+        .flat_map(|list| {
+            cap.report[*list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |e| (list, e))
+        })
+        .filter(|(_, e)| e["tool_call"] == *id && e["after_step"] == true)
+        .map(|(list, e)| format!("{list}: pid {} {} {}", e["pid"], e["op"], e["path"]))
+        .collect()
+}
+
+/// The session's tool-call table (for the closing note): the scripted steps, then the CLI's
+/// housekeeping grouped by command.
+fn print_tool_calls(s: &Session, cap: &Capture) {
+    let empty = Vec::new();
+    let calls = cap.report["tool_calls"].as_array().unwrap_or(&empty);
+    eprintln!("tool calls: {}", calls.len());
+    eprintln!(
+        "| id | step | command | exit | declared | processes | files changed | files read | connections | violations | after step |"
+    );
+    eprintln!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut housekeeping: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    for t in calls {
+        let command: String = t["command"]
+            .as_str()
+            .unwrap_or("(a fork)")
+            .chars()
+            .take(70)
+            .collect();
+        let step = s
+            .steps
+            .iter()
+            .find(|st| {
+                st.command
+                    .as_deref()
+                    .map(|c| c.replace(SECRET, "[REDACTED]"))
+                    == t["command"].as_str().map(str::to_string)
+            })
+            .map(|st| st.name);
+        match step {
+            Some(name) => eprintln!(
+                "| {} | {name} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
+                t["id"].as_str().unwrap_or("?"),
+                command.replace('|', "\\|"),
+                t["exit_code"],
+                t["declared"],
+                t["processes"],
+                t["files_changed"],
+                t["files_read"],
+                t["connections"],
+                t["violations"],
+                t["after_step"]
+            ),
+            None => {
+                let e = housekeeping.entry(command).or_default();
+                e.0 += 1;
+                if e.1.len() < 40 {
+                    e.1 += &format!(
+                        "{}{}",
+                        if e.1.is_empty() { "" } else { "," },
+                        t["id"].as_str().unwrap_or("?")
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("housekeeping (not scripted), by command: count, ids:");
+    for (command, (n, ids)) in &housekeeping {
+        eprintln!("  {n} × `{command}` (ids {ids})");
+    }
+}
+
+/// The same capture replayed with its transcript edited: the credential step's tool use (and
+/// its result) dropped, and a Bash tool use added that never ran. The dropped step is
+/// `undeclared` with its credential read an `undeclared` finding; the added one `unobserved`.
+fn edited_transcript_checks(c: &mut Checks, s: &Session, cap: &Capture) {
+    let Some(path) = cap.report["transcript"]["path"].as_str() else {
+        c.check("the capture has a transcript to edit", false, String::new);
+        return;
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let dropped = tool_use_id(s.step("credential"));
+    let mut edited: Vec<&str> = text.lines().filter(|l| !l.contains(&dropped)).collect();
+    let forged = serde_json::json!({
+        "type": "assistant",
+        "timestamp": cap.report["started_at"],
+        "message": {"role": "assistant", "content": [{
+            "type": "tool_use", "id": "toolu_forged", "name": "Bash",
+            "input": {"command": "rm -rf /tmp/never-ran", "description": "never ran"}
+        }]}
+    })
+    .to_string();
+    edited.push(&forged);
+    let edited_path = s.root.join("edited-transcript.jsonl");
+    std::fs::write(&edited_path, edited.join("\n") + "\n").unwrap();
+    let replayed_path = s.root.join("replayed-edited.json");
+    let out = command()
+        .args(["replay", "--headless", "--report"])
+        .arg(&replayed_path)
+        .arg(format!("--transcript={}", edited_path.display()))
+        .args(["--fail-on", "undeclared"])
+        .arg(s.root.join("capture/log.jsonl"))
+        .output()
+        .expect("start sandbox-watch replay");
+    let replayed: Value = std::fs::read_to_string(&replayed_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let t = &replayed["transcript"];
+    let credential = tool_call_of(cap, s, "credential").map(|t| t["id"].clone());
+    let key = s.home.join(".ssh/id_rsa").display().to_string();
+    let undeclared_findings: Vec<&Value> = replayed["violations"]
+        .as_array()
+        .map(|v| v.iter().filter(|v| v["kind"] == "undeclared").collect())
+        .unwrap_or_default();
+    c.check(
+        "edited transcript: the dropped credential step is undeclared, its key read an undeclared finding under it, and that is the only undeclared finding",
+        credential.as_ref().is_some_and(|id| {
+            t["undeclared"].as_array().is_some_and(|u| u.contains(id))
+                && replayed["tool_calls"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|tc| tc["id"] == *id && tc["declared"] == false))
+                && undeclared_findings.len() == 1
+                && undeclared_findings[0]["tool_call"] == *id
+                && undeclared_findings[0]["summary"].as_str().unwrap_or("").contains(&key)
+        }),
+        || {
+            format!(
+                "exit {:?} {}\nstep {credential:?}\ntranscript {t:#}\nundeclared findings {undeclared_findings:#?}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        },
+    );
+    c.check(
+        "edited transcript: the added Bash tool use is the one unobserved declaration",
+        t["unobserved"].as_array().is_some_and(|u| {
+            u.len() == 1
+                && u[0]["id"] == "toolu_forged"
+                && u[0]["command"] == "rm -rf /tmp/never-ran"
+        }),
+        || format!("{t:#}"),
+    );
+    c.check(
+        "edited transcript: every other scripted step is still declared",
+        s.bash_steps()
+            .iter()
+            .filter(|&&i| s.steps[i].name != "credential")
+            .all(|&i| {
+                tool_call_of(cap, s, s.steps[i].name).is_some_and(|live| {
+                    replayed["tool_calls"].as_array().is_some_and(|l| {
+                        l.iter()
+                            .any(|tc| tc["id"] == live["id"] && tc["declared"] == true)
+                    })
+                })
+            }),
+        || format!("{:#?}", replayed["tool_calls"]),
+    );
+    c.check(
+        "edited transcript: the replay with --fail-on undeclared exits 3",
+        out.status.code() == Some(3),
+        || format!("{:?} {}", out.status, String::from_utf8_lossy(&out.stderr)),
+    );
+}
+
 fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     let t = Instant::now();
     let v = f();
@@ -655,6 +1195,13 @@ fn claude_code_print_mode_matches_strace_and_the_model_servers_record() {
 
     let mut c = Checks::default();
     session_checks(&mut c, &s, &cap);
+    let t = Instant::now();
+    tool_call_checks(&mut c, &s, &cap);
+    edited_transcript_checks(&mut c, &s, &cap);
+    eprintln!(
+        "tool-call and transcript checks: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 
     // Against strace: each step's programs (argv as the kernel gave them, and how each ended),
     // its connects, the files the session changed, who read the key.
