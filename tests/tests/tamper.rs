@@ -196,16 +196,29 @@ fn a_rechained_log_fails_against_the_printed_anchor() {
     let key = home.join(".ssh/id_rsa");
     let r = run_in(dir, &[], &["cat", key.to_str().unwrap()]);
     let err = r.stderr();
-    let line = err
-        .lines()
-        .find(|l| l.contains("head") && l.ends_with("(end)"))
-        .unwrap_or_else(|| panic!("no end anchor on stderr: {err}"));
-    let (records, head) = {
+    // `N records, head H`, of the anchor printed at `when`.
+    let anchor = |when: &str| {
+        let line = err
+            .lines()
+            .find(|l| l.contains("head") && l.ends_with(&format!("({when})")))
+            .unwrap_or_else(|| panic!("no {when} anchor on stderr: {err}"));
         let words: Vec<&str> = line.split_whitespace().collect();
         let i = words.iter().position(|w| *w == "records,").unwrap();
+        assert_eq!(words[i + 2].len(), 64, "a full hash: {line}");
         (words[i - 1].to_string(), words[i + 2].to_string())
     };
-    assert_eq!(head.len(), 64, "a full hash: {line}");
+    let (records, head) = anchor("end");
+    // The start's anchor vouches for the records up to it in the whole log.
+    let (start_records, start_head) = anchor("start");
+    let out = command()
+        .arg("verify")
+        .arg(&r.log)
+        .args(["--head", &start_head, "--records", &start_records])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the start anchor: {said}");
+    assert!(said.contains("not covered by this anchor"), "{said}");
     let verify = |log: &Path, anchored: bool| {
         let mut c = command();
         c.arg("verify").arg(log);

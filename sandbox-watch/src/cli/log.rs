@@ -27,10 +27,24 @@ pub fn verify(log: &Path, anchor: &verify::Anchor, pubkey: Option<&Path>) -> u8 
         None => verify::verify_with_head(log).map(|(v, h)| (v, h, None)),
     };
     match checked {
-        Ok((v, head, vouch)) => {
-            if let Some(why) = anchor.mismatch(&v, &head) {
-                eprintln!("{}: DOES NOT MATCH THE ANCHOR: {why}.", log.display());
-                return exit::OTHER;
+        Ok((v, _, vouch)) => {
+            let anchored =
+                std::fs::File::open(log).and_then(|f| anchor.check(&v, std::io::BufReader::new(f)));
+            match anchored {
+                Ok(verify::Anchored::Mismatch(why)) => {
+                    eprintln!("{}: DOES NOT MATCH THE ANCHOR: {why}.", log.display());
+                    return exit::OTHER;
+                }
+                Ok(verify::Anchored::Matches { at, after }) if after > 0 => eprintln!(
+                    "{}: the anchor vouches for records 1 to {at}; the {after} after it are \
+                     not covered by this anchor (a later one, or --pubkey, covers them)",
+                    log.display()
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("{}: cannot read: {e}", log.display());
+                    return exit::USAGE;
+                }
             }
             let shown = log.display().to_string();
             let (code, msg) = match vouch {

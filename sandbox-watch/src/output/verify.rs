@@ -89,38 +89,84 @@ pub fn verify_reader(r: impl BufRead) -> io::Result<Verdict> {
     Ok(verify_reader_with_head(r)?.0)
 }
 
-/// The anchor a capture printed to stderr (`log L: N records, head H`): a log rewritten
-/// afterwards, however well rechained, has another last hash, and a cut one fewer records.
+/// The anchor a capture printed to stderr (`log L: N records, head H`, at its start, every
+/// checkpoint and its end): the log's first N records end in a record whose hash is H. A log
+/// rewritten afterwards, however well rechained, has another hash there, and a cut one fewer
+/// records; the records after the anchor's are not covered by it (a later anchor, or the
+/// signatures, cover them).
 #[derive(Clone, Debug, Default)]
 pub struct Anchor {
     pub head: Option<String>,
     pub records: Option<u64>,
 }
 
+/// What a log says against an anchor.
+#[derive(Debug, PartialEq)]
+pub enum Anchored {
+    /// Nothing to compare (no anchor, or a log that failed its chain already).
+    Nothing,
+    /// The anchor's record is there with its hash; `after` records follow it.
+    Matches { at: u64, after: u64 },
+    /// Why the log does not match.
+    Mismatch(String),
+}
+
 impl Anchor {
-    /// None when the log agrees with the anchor; else the sentence saying how it does not.
-    pub fn mismatch(&self, verdict: &Verdict, head: &str) -> Option<String> {
-        let records = match verdict {
+    /// Compares the log `lines` (whose chain check gave `verdict`) with the anchor.
+    pub fn check(&self, verdict: &Verdict, lines: impl BufRead) -> io::Result<Anchored> {
+        let total = match verdict {
             Verdict::Intact { records } | Verdict::Unended { records, .. } => *records,
-            _ => return None,
+            _ => return Ok(Anchored::Nothing),
         };
+        if self.head.is_none() && self.records.is_none() {
+            return Ok(Anchored::Nothing);
+        }
         if let Some(want) = self.records
-            && want != records
+            && want > total
         {
-            return Some(format!(
-                "the log has {records} records, the anchor says {want}: records were added or \
-                 removed after the anchor was printed"
-            ));
+            return Ok(Anchored::Mismatch(format!(
+                "the log has {total} records, the anchor says {want}: records were removed \
+                 after the anchor was printed"
+            )));
         }
-        if let Some(want) = &self.head
-            && !want.eq_ignore_ascii_case(head)
-        {
-            return Some(format!(
-                "the last record's hash is {head}, the anchor says {want}: the log was \
-                 rewritten (its chain recomputed) after the anchor was printed"
-            ));
+        let Some(want) = &self.head else {
+            let at = self.records.unwrap_or(total);
+            return Ok(Anchored::Matches {
+                at,
+                after: total - at,
+            });
+        };
+        // The record with the anchor's hash (the chain is intact, so each hash is the one
+        // its record was written with, and only one record has it).
+        let mut found = None;
+        for (i, line) in lines.split(b'\n').enumerate() {
+            let n = i as u64 + 1;
+            if n > total {
+                break;
+            }
+            let line = line?;
+            let hash = serde_json::from_slice::<Value>(&line)
+                .ok()
+                .and_then(|v| v.get("hash").and_then(Value::as_str).map(str::to_owned));
+            if hash.is_some_and(|h| want.eq_ignore_ascii_case(&h)) {
+                found = Some(n);
+                break;
+            }
         }
-        None
+        Ok(match (found, self.records) {
+            (None, _) => Anchored::Mismatch(format!(
+                "no record of the log has the hash {want} the anchor names: the log was \
+                 rewritten (its chain recomputed) or cut after the anchor was printed"
+            )),
+            (Some(at), Some(want_at)) if at != want_at => Anchored::Mismatch(format!(
+                "the anchor's hash is record {at}'s, the anchor says record {want_at}: records \
+                 were added or removed before it after the anchor was printed"
+            )),
+            (Some(at), _) => Anchored::Matches {
+                at,
+                after: total - at,
+            },
+        })
     }
 }
 
@@ -572,6 +618,73 @@ mod tests {
         let mut s = ls.join("\n");
         s.push('\n');
         verify_reader(Cursor::new(s.into_bytes())).unwrap()
+    }
+
+    /// An anchor printed at the start or a checkpoint vouches for the records up to it in the
+    /// longer log the capture went on to write; a rewrite before it, a cut before it, or a
+    /// hash at another place does not match.
+    #[test]
+    fn an_earlier_anchor_covers_the_records_up_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        drop(write_log(&path, 5, true));
+        let ls = lines(&path);
+        let hash_of = |i: usize| -> String {
+            serde_json::from_str::<Value>(&ls[i]).unwrap()["hash"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let check = |ls: &[String], head: Option<String>, records: Option<u64>| {
+            let text = ls.join("\n") + "\n";
+            let v = verify_lines(ls);
+            Anchor { head, records }
+                .check(&v, Cursor::new(text.into_bytes()))
+                .unwrap()
+        };
+        // The third record's anchor, in the whole log (6 records: 5 execs and the end).
+        let third = Some(hash_of(2));
+        assert_eq!(
+            check(&ls, third.clone(), Some(3)),
+            Anchored::Matches { at: 3, after: 3 }
+        );
+        assert_eq!(
+            check(&ls, Some(hash_of(5)), Some(6)),
+            Anchored::Matches { at: 6, after: 0 }
+        );
+        // Its hash at another place, or a count the log does not reach.
+        assert!(matches!(
+            check(&ls, third.clone(), Some(4)),
+            Anchored::Mismatch(m) if m.contains("record 3's")
+        ));
+        assert!(matches!(
+            check(&ls, None, Some(7)),
+            Anchored::Mismatch(m) if m.contains("removed")
+        ));
+        // Rechained from the second record on (as rechain.py does): no record has that hash.
+        let mut rewritten: Vec<String> = Vec::new();
+        let mut w = LogWriter::create(&dir.path().join("forged.jsonl"), false).unwrap();
+        for (i, line) in ls.iter().enumerate() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            if i == 1 || v["kind"] == "end" {
+                continue;
+            }
+            let mut f = fields(v.clone());
+            for k in ["seq", "prev", "hash", "at", "kind"] {
+                f.remove(k);
+            }
+            w.append(at(1_796_000_000 + i as u64, 0), "exec", f)
+                .unwrap();
+        }
+        w.finish(at(1_796_001_000, 0), Map::new()).unwrap();
+        w.flush().unwrap();
+        drop(w);
+        rewritten.extend(lines(&dir.path().join("forged.jsonl")));
+        assert!(matches!(verify_lines(&rewritten), Verdict::Intact { .. }));
+        assert!(matches!(
+            check(&rewritten, third, Some(3)),
+            Anchored::Mismatch(m) if m.contains("rewritten")
+        ));
     }
 
     #[test]
