@@ -619,3 +619,27 @@ print(\"bpf result\", r, \"errno\", ctypes.get_errno(), file=sys.stderr)'";
         serde_json::json!(["CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"])
     );
 }
+
+/// A root agent can read the signing key (and then sign a forged log): before, that read was
+/// a plain file entry. Now the key file is one of the monitor's own files, by inode: its open
+/// is a `tamper` record, whatever path reached it (here a hard link).
+#[test]
+fn reading_the_signing_key_is_tamper() {
+    let (keys, key, _public) = sign_key();
+    let link = keys.path().join("innocent.txt");
+    std::fs::hard_link(&key, &link).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("cat {} >/dev/null", link.display());
+    let r = run_attack(
+        dir,
+        &["--sign-key", key.to_str().unwrap(), "--fail-on", "tamper"],
+        &script,
+    );
+    assert_eq!(r.code(), Some(3), "stderr: {}", r.stderr());
+    let t = tamper(&r);
+    assert!(
+        t.iter()
+            .any(|v| v.summary.contains("own file") && v.summary.contains("innocent.txt")),
+        "no tamper violation for the key read: {t:#?}"
+    );
+}

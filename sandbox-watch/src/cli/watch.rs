@@ -24,6 +24,8 @@ struct Prepared {
     roots: identity::Roots,
     log: Option<evidence::LogWriter>,
     ocsf: Option<ocsf_out::OcsfWriter>,
+    /// The signing key file (`--sign-key`), as opened.
+    key_file: Option<std::fs::Metadata>,
 }
 
 /// Who the agent is, for the check of a `--sign-key` file: the uid it runs as and the
@@ -55,6 +57,7 @@ fn prepare(args: &CaptureArgs, agent: AgentSide) -> Result<(Prepared, Option<Exp
         Some(path) => Some(LogKey::load(path, agent.uid, agent.tree.as_deref())?),
         None => None,
     };
+    let key_file = key.as_ref().map(|k| k.file().clone());
     let mut globs = args.credentials.clone();
     if let Some(path) = &args.credentials_file {
         let text = std::fs::read_to_string(path)
@@ -110,6 +113,7 @@ fn prepare(args: &CaptureArgs, agent: AgentSide) -> Result<(Prepared, Option<Exp
             roots: identity::Roots::new(&homes(), std::env::current_dir().ok().as_deref()),
             log,
             ocsf,
+            key_file,
         },
         export,
     ))
@@ -163,6 +167,7 @@ fn probe_options(args: &CaptureArgs, prepared: &Prepared) -> ProbeOptions {
     let outputs = [
         prepared.log.as_ref().and_then(|l| l.metadata().ok()),
         prepared.ocsf.as_ref().and_then(|o| o.metadata().ok()),
+        prepared.key_file.clone(),
     ]
     .into_iter()
     .flatten()

@@ -52,6 +52,8 @@ fn message(obj: &Map<String, Value>) -> Vec<u8> {
 /// The monitor's signing key.
 pub struct LogKey {
     key: SigningKey,
+    /// The key file as opened: an open of it by a traced task is a `tamper` record.
+    file: std::fs::Metadata,
 }
 
 impl std::fmt::Debug for LogKey {
@@ -120,7 +122,13 @@ impl LogKey {
                  -in KEY -pubout -out KEY.pub`"
             ))
         })?;
-        Ok(LogKey { key })
+        Ok(LogKey { key, file: meta })
+    }
+
+    /// The key file's metadata, as it was opened (its inode, for the kernel's list of the
+    /// monitor's files).
+    pub fn file(&self) -> &std::fs::Metadata {
+        &self.file
     }
 
     /// The public key as 64 lower-case hex digits (the `signed_by` of every signed record).
