@@ -491,7 +491,10 @@ for i in range(5): s.send(frame)
         if n < 0 {
             break;
         }
-        if buf[..n as usize].windows(15).any(|w| w == b"sw-packet-frame") {
+        if buf[..n as usize]
+            .windows(15)
+            .any(|w| w == b"sw-packet-frame")
+        {
             got += 1;
         }
     }

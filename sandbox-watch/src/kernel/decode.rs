@@ -572,8 +572,12 @@ fn net(header: Header, n: common::NetEvent, tail: &[u8]) -> Result<Net, DecodeEr
         result: n.result,
         sock: n.sock,
         unix_path,
-        vsock: (n.flags & common::NET_VSOCK_PEER != 0)
-            .then(|| (u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]), n.port)),
+        vsock: (n.flags & common::NET_VSOCK_PEER != 0).then(|| {
+            (
+                u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]),
+                n.port,
+            )
+        }),
         payload: if op == NetOp::Dns {
             tail.to_vec()
         } else {

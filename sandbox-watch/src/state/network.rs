@@ -420,7 +420,10 @@ mod tests {
         };
         assert_eq!(n.flow_count(&count(9)), Some(veth));
         assert_eq!(n.entries[veth].packets, Some(3));
-        assert_eq!(n.entries[lo].packets, None, "the other device's flow is its own");
+        assert_eq!(
+            n.entries[lo].packets, None,
+            "the other device's flow is its own"
+        );
         let vsock = NetEntry {
             proto: "vsock".into(),
             addr: Some("3".into()),
