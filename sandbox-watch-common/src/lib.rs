@@ -481,9 +481,17 @@ pub struct NetEvent {
     /// 0 or -errno.
     pub result: i32,
     pub tail_len: u32,
+    /// [`NET_VSOCK_PEER`].
+    pub flags: u32,
+    pub _pad: u32,
     /// The kernel socket, to match a connect with its later result.
     pub sock: u64,
 }
+
+/// [`NetEvent::flags`]: a vsock connect's peer from the kernel's socket
+/// (`vsock_sock.remote_addr` at the call's exit): the CID in `addr`'s first four bytes (native
+/// order) and the port (32 bits) in `port`. Without it a vsock event has no peer.
+pub const NET_VSOCK_PEER: u32 = 1 << 0;
 
 /// Which stream an [`OutputEvent`] is of.
 pub const OUTPUT_STDOUT: u32 = 1;
@@ -701,7 +709,9 @@ pub struct FlowKey {
     pub netns: u32,
     /// The IP version of the packet (4, 6), 0 for other frames.
     pub ip: u32,
-    pub _pad: u32,
+    /// AF_PACKET: the device the frame left by (`net_device.ifindex`): a packet socket's
+    /// destination is its interface. 0 for other families.
+    pub ifindex: u32,
     pub start_ns: u64,
 }
 
@@ -741,6 +751,8 @@ pub struct FlowEvent {
     /// setns sends from its own).
     pub sk_netns: u32,
     pub _pad: u32,
+    /// The device's name (`net_device.name`, NUL-padded).
+    pub device: [u8; 16],
 }
 
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.

@@ -509,6 +509,37 @@ SW_INLINE u32 sw_dev_ifindex(void *dev)
 	return BPF_CORE_READ((struct net_device *)dev, ifindex);
 }
 
+// The device's name as the kernel holds it (`net_device.name`, IFNAMSIZ bytes).
+SW_INLINE void sw_dev_name(void *dev, u8 *out)
+{
+	bpf_core_read_str(out, 16, &((struct net_device *)dev)->name);
+}
+
+// The vsock socket's own peer, as connect() stored it (`vsock_sock.remote_addr`, copied from
+// the caller's sockaddr under the socket's lock before the transport was chosen). Local shapes
+// with the kernel's names: vsock may be a module whose types are not in the build host's
+// vmlinux.h; where the running kernel's BTF has no `vsock_sock` this returns -1 and the reads
+// (relocated to nothing) are never reached.
+struct sockaddr_vm___sw {
+	unsigned int svm_port;
+	unsigned int svm_cid;
+} __attribute__((preserve_access_index));
+
+struct vsock_sock___sw {
+	struct sock sk;
+	struct sockaddr_vm___sw remote_addr;
+} __attribute__((preserve_access_index));
+
+SW_INLINE int sw_vsock_remote(void *sk, u32 *cid, u32 *port)
+{
+	if (!bpf_core_type_exists(struct vsock_sock___sw))
+		return -1;
+	struct vsock_sock___sw *v = (void *)sk - bpf_core_field_offset(struct vsock_sock___sw, sk);
+	*cid = BPF_CORE_READ(v, remote_addr.svm_cid);
+	*port = BPF_CORE_READ(v, remote_addr.svm_port);
+	return 0;
+}
+
 // Where the packet's network header starts. IP sockets: where the IP layer put it. Packet
 // sockets: past the device's link header from `skb->data` (their network_header is the frame's
 // start); `*ethertype` is then the frame's own type when the link header is Ethernet's, else

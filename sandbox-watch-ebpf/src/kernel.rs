@@ -58,6 +58,8 @@ unsafe extern "C" {
     pub fn sw_skb_len(skb: Ptr) -> u32;
     pub fn sw_dev_netns(dev: Ptr) -> u32;
     pub fn sw_dev_ifindex(dev: Ptr) -> u32;
+    pub fn sw_dev_name(dev: Ptr, out: *mut u8);
+    pub fn sw_vsock_remote(sk: Ptr, cid: *mut u32, port: *mut u32) -> i32;
     pub fn sw_skb_l3(skb: Ptr, dev: Ptr, family: u32, ethertype: *mut u32) -> *const u8;
     pub fn sw_task_io_worker(task: Ptr) -> u32;
     pub fn sw_syscall_nr() -> i64;

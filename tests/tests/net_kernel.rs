@@ -435,3 +435,159 @@ fn a_descriptor_swapped_during_connect_keeps_the_kernels_socket_namespace() {
     assert_eq!(t.len(), 1, "{:#?}", r.typed.violations);
     assert!(t[0].summary.contains("another socket"), "{t:#?}");
 }
+
+/// The index of a device of the test's own namespace.
+fn ifindex(name: &str) -> u32 {
+    let c = std::ffi::CString::new(name).unwrap();
+    // SAFETY: a NUL-terminated name.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    assert_ne!(i, 0, "no device {name}");
+    i
+}
+
+#[test]
+fn af_packet_frames_are_one_send_entry_naming_the_device() {
+    // The test's own packet socket on lo sees what the agent's frames delivered.
+    const ETHERTYPE: u16 = 0x88b5;
+    let lo = ifindex("lo");
+    // SAFETY: plain socket calls on a descriptor this test owns.
+    let rx = unsafe {
+        let fd = libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            ETHERTYPE.to_be() as i32,
+        );
+        assert!(fd >= 0, "AF_PACKET: {}", std::io::Error::last_os_error());
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETHERTYPE.to_be();
+        sll.sll_ifindex = lo as i32;
+        let len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+        assert_eq!(libc::bind(fd, (&raw const sll).cast(), len), 0);
+        std::os::fd::OwnedFd::from_raw_fd(fd)
+    };
+    let py = r#"
+import socket
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88b5))
+s.bind(("lo", 0))
+frame = bytes(12) + b"\x88\xb5" + b"sw-packet-frame"
+frame += bytes(60 - len(frame))
+for i in range(5): s.send(frame)
+"#;
+    let r = run(&["--allow-net", "10.0.0.0/8"], &["python3", "-c", py]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let mut got = 0;
+    let mut buf = [0u8; 128];
+    loop {
+        // SAFETY: a read into a buffer of its length, without waiting.
+        let n = unsafe {
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(&rx),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            break;
+        }
+        if buf[..n as usize]
+            .windows(15)
+            .any(|w| w == b"sw-packet-frame")
+        {
+            got += 1;
+        }
+    }
+    assert_eq!(got, 5, "the frames went out on lo");
+    let s = find(&r, |n| n["op"] == "send" && n["via"] == "packet socket");
+    assert_eq!(s.len(), 1, "one entry for the flow: {:#?}", r.network());
+    assert_eq!(s[0]["proto"], "ethertype 0x88b5", "{:#?}", s[0]);
+    assert_eq!(s[0]["device"], "lo", "{:#?}", s[0]);
+    assert_eq!(s[0]["ifindex"], lo, "{:#?}", s[0]);
+    assert_eq!(s[0]["netns"], own_netns(), "the device's namespace");
+    assert_eq!(s[0]["verdict"], "inside");
+    assert!(s[0].get("addr").is_none(), "not IP: no address {:#?}", s[0]);
+    assert_eq!(s[0]["packets"], 5, "{:#?}", s[0]);
+    assert_eq!(s[0]["bytes"], 5 * 60, "{:#?}", s[0]);
+    assert!(
+        r.typed
+            .violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::Network
+                && v.summary.contains("send ethertype 0x88b5 on lo")),
+        "--allow-net judges frames too: {:#?}",
+        r.typed.violations
+    );
+}
+
+/// The machine's own vsock CID (IOCTL_VM_SOCKETS_GET_LOCAL_CID on /dev/vsock).
+fn local_cid() -> u32 {
+    let f = std::fs::File::open("/dev/vsock").expect("/dev/vsock");
+    let mut cid = 0u32;
+    // SAFETY: the ioctl writes one u32.
+    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&f), 0x7b9, &mut cid) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    cid
+}
+
+#[test]
+fn vsock_connects_name_the_cid_and_port_the_kernels_socket_holds() {
+    // The machine's own CID: nothing leaves it (without vsock_loopback the virtio transport
+    // refuses a packet to its own CID with ENODEV, with it the loopback answers).
+    let cid = local_cid();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("errors");
+    let py = r#"
+import socket, sys, errno
+cid, out = int(sys.argv[1]), sys.argv[2]
+names = []
+for port in (5005, 100005):
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    try:
+        s.connect((cid, port)); names.append("ok")
+    except OSError as e:
+        names.append(errno.errorcode[e.errno])
+    s.close()
+open(out, "w").write(" ".join(names))
+"#;
+    let r = run(
+        &["--allow-net", "10.0.0.0/8"],
+        &["python3", "-c", py, &cid.to_string(), out.to_str().unwrap()],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let results = std::fs::read_to_string(&out).unwrap();
+    let results: Vec<&str> = results.split(' ').collect();
+    let c = find(&r, |n| n["op"] == "connect" && n["proto"] == "vsock");
+    assert_eq!(c.len(), 2, "{:#?}", r.network());
+    for (i, port) in [5005u32, 100005].into_iter().enumerate() {
+        let e = c
+            .iter()
+            .find(|e| e["vsock_port"] == port)
+            .unwrap_or_else(|| panic!("no entry for port {port}: {c:#?}"));
+        assert_eq!(e["addr"], cid.to_string(), "the CID: {e:#?}");
+        match u16::try_from(port) {
+            Ok(p) => assert_eq!(e["port"], p, "{e:#?}"),
+            Err(_) => assert!(e.get("port").is_none(), "{e:#?}"),
+        }
+        assert_eq!(e["result"], results[i], "the caller's own result: {e:#?}");
+        assert_eq!(e["netns"], own_netns(), "the socket's namespace");
+        assert_eq!(e["verdict"], "inside");
+    }
+    assert!(
+        find(&r, |n| n["proto"] == "tcp").is_empty(),
+        "no vsock connect is a tcp entry: {:#?}",
+        r.network()
+    );
+    let v: Vec<_> = r
+        .typed
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::Network)
+        .collect();
+    assert_eq!(v.len(), 2, "--allow-net judges vsock too: {v:#?}");
+    assert!(
+        v.iter()
+            .any(|v| v.summary.contains(&format!("vsock cid {cid} port 100005"))),
+        "{v:#?}"
+    );
+}

@@ -9,7 +9,8 @@
 //! TCP (followed by its states, see `conn.rs`).
 //!
 //! One flow is (process, socket family and type, the packet's protocol, destination, port,
-//! device namespace): its first packet is a ring record, the rest one hash update each.
+//! device namespace; for AF_PACKET also the device): its first packet is a ring record, the
+//! rest one hash update each.
 use aya_ebpf::{
     helpers::generated::bpf_probe_read_kernel,
     macros::{map, raw_tracepoint},
@@ -111,6 +112,10 @@ fn flow(skb: Ptr, tgid: u32) -> Option<()> {
         }
     }
     k.netns = unsafe { sw_dev_netns(dev) };
+    if family == AF_PACKET as u32 {
+        // A packet socket's destination is the device: one flow per interface.
+        k.ifindex = unsafe { sw_dev_ifindex(dev) };
+    }
     k.start_ns = ev.header.start_ns;
     let len = unsafe { sw_skb_len(skb) } as u64;
     let key = ev.key;
@@ -130,6 +135,7 @@ fn flow(skb: Ptr, tgid: u32) -> Option<()> {
         ev.flags |= FLOW_UNAGGREGATED;
     }
     ev.ifindex = unsafe { sw_dev_ifindex(dev) };
+    unsafe { sw_dev_name(dev, ev.device.as_mut_ptr()) };
     ev.len = len as u32;
     ev.sk_netns = unsafe { sw_sk_netns(sk) };
     submit_value(EventKind::NetFlow, &mut ev);

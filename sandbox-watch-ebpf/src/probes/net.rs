@@ -4,19 +4,22 @@
 //!   its type, protocol and **its own** network namespace are read from the `struct sock`.
 //!   What the caller's sockaddr said at the exit is compared in userspace with what the
 //!   kernel's socket holds (`conn.rs`): a difference is a racing caller.
+//! - A vsock connect's CID and port are the socket's own (`vsock_sock.remote_addr`) at the
+//!   exit, read through the C shim.
 //! - `sys_enter_sendto/sendmsg/sendmmsg`: a datagram to port 53 (given address, or the
 //!   connected peer) is sent with its first `DNS_MAX` bytes.
 use aya_ebpf::{
     helpers::generated::bpf_probe_read_user, macros::tracepoint, programs::TracePointContext,
 };
 use sandbox_watch_common::{
-    DNS_MAX, EventKind, NET_BIND, NET_CONNECT, NET_DNS, NET_LISTEN, NetEvent, SOCKADDR_MAX,
+    DNS_MAX, EventKind, NET_BIND, NET_CONNECT, NET_DNS, NET_LISTEN, NET_VSOCK_PEER, NetEvent,
+    SOCKADDR_MAX,
 };
 
 use super::syscall::{RET, arg, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
-use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, SOCK_DGRAM};
+use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, AF_VSOCK, SOCK_DGRAM};
 
 const DNS_PORT: u32 = 53;
 
@@ -111,14 +114,32 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     let Some((base, ev, tail)) = event(NET_CONNECT) else {
         return 0;
     };
-    socket(ev, a[0] as u32);
+    let sk = socket(ev, a[0] as u32);
     let n = sockaddr(ev, tail, a[1], a[2] & 0xffff_ffff);
     if ev.family == AF_UNIX as u32 {
         ev.tail_len = n;
     }
+    if !sk.is_null() && unsafe { sw_sk_family(sk) } == AF_VSOCK as u32 {
+        vsock_peer(ev, sk);
+    }
     ev.result = ret as i32;
     send(base, ev);
     0
+}
+
+/// A vsock connect's peer from the kernel's socket, not the caller's sockaddr (which the
+/// syscall probe cannot parse and another thread could rewrite).
+#[inline(always)]
+fn vsock_peer(ev: &mut NetEvent, sk: Ptr) {
+    ev.family = AF_VSOCK as u32;
+    ev.addr = [0; 16];
+    ev.port = 0;
+    let (mut cid, mut port) = (0u32, 0u32);
+    if unsafe { sw_vsock_remote(sk, &mut cid, &mut port) } == 0 {
+        ev.addr[..4].copy_from_slice(&cid.to_ne_bytes());
+        ev.port = port;
+        ev.flags |= NET_VSOCK_PEER;
+    }
 }
 
 // ---- listen and UDP servers ----

@@ -124,6 +124,8 @@ pub struct Net {
     pub sock: u64,
     /// A unix-domain connect's path (`@name` for the abstract namespace).
     pub unix_path: Option<String>,
+    /// A vsock connect's peer (CID, port) from the kernel's socket.
+    pub vsock: Option<(u32, u32)>,
     /// The first bytes of a DNS datagram.
     pub payload: Vec<u8>,
 }
@@ -245,6 +247,8 @@ pub struct Flow {
     pub saddr: Option<std::net::IpAddr>,
     pub sport: u16,
     pub ifindex: u32,
+    /// The device's name, from its `net_device`.
+    pub device: Option<String>,
     pub icmp: u32,
     pub len: u32,
     pub unaggregated: bool,
@@ -364,6 +368,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 saddr: ip(f.saddr),
                 sport: f.sport as u16,
                 ifindex: f.ifindex,
+                device: Some(escape(until_nul(&f.device))).filter(|d| !d.is_empty()),
                 icmp: f.icmp,
                 len: f.len,
                 unaggregated: f.flags & common::FLOW_UNAGGREGATED != 0,
@@ -567,6 +572,12 @@ fn net(header: Header, n: common::NetEvent, tail: &[u8]) -> Result<Net, DecodeEr
         result: n.result,
         sock: n.sock,
         unix_path,
+        vsock: (n.flags & common::NET_VSOCK_PEER != 0).then(|| {
+            (
+                u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]),
+                n.port,
+            )
+        }),
         payload: if op == NetOp::Dns {
             tail.to_vec()
         } else {

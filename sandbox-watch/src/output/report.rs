@@ -92,7 +92,7 @@ pub const NOT_WATCHED: &[&str] = &[
     "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from sendto/sendmsg/sendmmsg only)",
-    "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data and addresses",
+    "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
 ];
 
@@ -787,6 +787,11 @@ fn not_a_file(f: &FileEntry) -> bool {
 }
 
 fn policy_allows(policy: &Policy, network: &[NetEntry], n: &NetEntry) -> bool {
+    // --allow-net names IP networks: a packet socket's frames and a vsock connection (which
+    // leaves by the hypervisor's transport, whatever the namespace) are in none of them.
+    if n.device.is_some() || n.proto == "vsock" {
+        return false;
+    }
     let Some(addr) = n.addr.as_deref().and_then(|a| a.parse().ok()) else {
         return true;
     };

@@ -313,6 +313,9 @@ fn entry(pid: u32, op: NetOp, proto: String, at: &str) -> NetEntry {
         last_at: at.to_string(),
         listening_at_end: None,
         via: None,
+        vsock_port: None,
+        device: None,
+        ifindex: None,
         packets: None,
         bytes: None,
         socket: None,
@@ -477,6 +480,8 @@ pub fn flow(f: &Flow, at: &str, agent_netns: Option<u64>) -> Record {
     e.netns = ns(f.key.netns);
     e.verdict = Verdict::of(e.netns, agent_netns);
     e.via = if f.key.family == AF_PACKET as u32 {
+        e.ifindex = Some(f.key.ifindex);
+        e.device = f.device.clone();
         Some("packet socket".into())
     } else if f.key.sock_type == SOCK_RAW {
         Some("raw socket".into())
@@ -498,6 +503,7 @@ pub fn flow_count(
         addr,
         port,
         netns: ns(k.netns),
+        ifindex: (k.family == sandbox_watch_common::abi::AF_PACKET as u32).then_some(k.ifindex),
         packets: v.packets,
         bytes: v.bytes,
     }
@@ -574,8 +580,17 @@ fn net_syscall(
         pid: n.header.tgid,
         op,
         proto: proto_name(n.family, n.protocol, n.sock_type),
-        addr: n.addr.map(|a| a.to_string()),
-        port: (n.family == 2 || n.family == 10).then_some(n.port),
+        addr: match n.vsock {
+            Some((cid, _)) => Some(cid.to_string()),
+            None => n.addr.map(|a| a.to_string()),
+        },
+        port: match n.vsock {
+            Some((_, port)) => u16::try_from(port).ok(),
+            None => (n.family == 2 || n.family == 10).then_some(n.port),
+        },
+        vsock_port: n.vsock.map(|(_, port)| port),
+        device: None,
+        ifindex: None,
         path: n.unix_path.clone(),
         name,
         qtype,
@@ -619,6 +634,7 @@ mod tests {
             result,
             sock,
             unix_path: None,
+            vsock: None,
             payload: Vec::new(),
         }
     }

@@ -359,6 +359,9 @@ pub struct FlowCount {
     pub port: Option<u16>,
     #[serde(default)]
     pub netns: Option<u64>,
+    /// AF_PACKET: the device's index (the entry's `ifindex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifindex: Option<u32>,
     pub packets: u64,
     pub bytes: u64,
 }

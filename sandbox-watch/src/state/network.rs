@@ -24,6 +24,16 @@ pub struct NetEntry {
     pub addr: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub port: Option<u16>,
+    /// vsock: the peer's port as the kernel's socket holds it (32 bits; `port` has it too when
+    /// it fits in 16). `addr` is the peer's CID.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vsock_port: Option<u32>,
+    /// AF_PACKET sends: the device the frames left by (its name and index, from the kernel's
+    /// `net_device`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ifindex: Option<u32>,
     /// A unix-domain socket's path.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub path: Option<String>,
@@ -85,12 +95,20 @@ pub fn destination(n: &NetEntry) -> String {
     if let Some(path) = &n.path {
         return path.clone();
     }
-    let addr = match (&n.addr, n.port) {
+    let mut addr = match (&n.addr, n.port) {
+        (Some(a), _) if n.proto == "vsock" => match n.vsock_port {
+            Some(p) => format!("vsock cid {a} port {p}"),
+            None => format!("vsock cid {a}"),
+        },
         (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
         (Some(a), Some(p)) => format!("{a}:{p}"),
         (Some(a), None) => a.clone(),
+        (None, _) if n.device.is_some() => n.proto.clone(),
         _ => "?".into(),
     };
+    if let Some(device) = &n.device {
+        addr = format!("{addr} on {device}");
+    }
     match &n.name {
         Some(name) => format!("{name} (dns via {addr})"),
         None => addr,
@@ -134,7 +152,9 @@ pub fn proto_name(family: u32, protocol: u32, sock_type: u32) -> String {
 /// destination, name, result and namespace.
 pub fn same_key(e: &NetEntry) -> String {
     format!(
-        "{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        "{:?}|{:?}|{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        e.ifindex,
+        e.vsock_port,
         e.via,
         e.pid,
         e.op.as_str(),
@@ -232,6 +252,7 @@ impl Network {
                 && e.addr == c.addr
                 && e.port == c.port
                 && e.netns == c.netns
+                && e.ifindex == c.ifindex
         })?;
         let e = &mut self.entries[i];
         *e.packets.get_or_insert(0) += c.packets;
@@ -353,6 +374,9 @@ mod tests {
             last_at: String::new(),
             listening_at_end: None,
             via: None,
+            vsock_port: None,
+            device: None,
+            ifindex: None,
             packets: None,
             bytes: None,
             socket,
@@ -364,6 +388,50 @@ mod tests {
     fn net(n: &mut Network, at: &str, mut e: NetEntry, agent: Option<u64>) -> usize {
         (e.first_at, e.last_at) = (at.into(), at.into());
         n.net(at, &e, agent)
+    }
+
+    #[test]
+    fn packet_flows_are_counted_per_device_and_vsock_names_its_cid() {
+        let mut n = Network::default();
+        let frames = |ifindex: u32, device: &str| NetEntry {
+            op: NetOp::Send,
+            proto: "ethertype 0x88b5".into(),
+            addr: None,
+            port: None,
+            result: "sent".into(),
+            via: Some("packet socket".into()),
+            device: Some(device.into()),
+            ifindex: Some(ifindex),
+            ..connect(0, "sent", None)
+        };
+        let lo = net(&mut n, "t1", frames(1, "lo"), Some(7));
+        let veth = net(&mut n, "t2", frames(9, "veth0"), Some(7));
+        assert_ne!(lo, veth, "two devices, two entries");
+        assert_eq!(destination(&n.entries[veth]), "ethertype 0x88b5 on veth0");
+        let count = |ifindex| FlowCount {
+            pid: 5,
+            proto: "ethertype 0x88b5".into(),
+            addr: None,
+            port: None,
+            netns: Some(7),
+            ifindex: Some(ifindex),
+            packets: 3,
+            bytes: 180,
+        };
+        assert_eq!(n.flow_count(&count(9)), Some(veth));
+        assert_eq!(n.entries[veth].packets, Some(3));
+        assert_eq!(
+            n.entries[lo].packets, None,
+            "the other device's flow is its own"
+        );
+        let vsock = NetEntry {
+            proto: "vsock".into(),
+            addr: Some("3".into()),
+            port: None,
+            vsock_port: Some(100_005),
+            ..connect(0, "ENODEV", None)
+        };
+        assert_eq!(destination(&vsock), "vsock cid 3 port 100005");
     }
 
     #[test]
