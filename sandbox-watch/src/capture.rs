@@ -953,6 +953,9 @@ impl Capture {
         end.files = concluded.files.len();
         end.network = concluded.network.len();
         end.violations = concluded.violations.len();
+        // Freed before the report below is built: two reports of a large session at once were
+        // the capture's peak of memory.
+        drop(concluded);
         self.emit(end_ns, Record::End(end));
         self.anchor("end");
         if let Some(ocsf) = self.ocsf.as_mut()
