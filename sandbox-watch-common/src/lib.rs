@@ -19,6 +19,9 @@ pub const ARGV_TRUNCATED: u32 = 1 << 0;
 pub const CWD_TRUNCATED: u32 = 1 << 1;
 pub const PATH_TRUNCATED: u32 = 1 << 2;
 pub const NEW_PATH_TRUNCATED: u32 = 1 << 3;
+/// [`FileEvent::flags`] of an open: its [`ReadKey`] went into the kernel's map `READS`, which
+/// counts the process's further opens of the file (a full map counts nothing: they are sent).
+pub const READ_COUNTED: u32 = 1 << 4;
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
 ///

@@ -25,7 +25,6 @@ use crate::record::from_kernel::{self, Sockets};
 use crate::record::{
     self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent, Tamper,
 };
-use crate::state::files::Added;
 use crate::state::processes::Existing;
 use crate::state::session::{Applied, Session};
 use crate::time::rfc3339_nanos;
@@ -629,10 +628,14 @@ impl Capture {
                     // The kernel must send every further open of this inode.
                     self.always_report(open.dev, open.ino);
                 }
-                if read && let Applied::File(Added::New(i) | Added::Folded(i)) = applied {
-                    // Opens the kernel counted before it was told to send them all are kept
-                    // under this key: collected like any plain read's.
-                    self.reads.track(key, i);
+                // Only a key the kernel put in its map has a count to collect (also one that
+                // went in at a repeat, after a full map let room again; and a credential's,
+                // counted until the kernel was told to send its every open). Keys a full map
+                // refused are not kept: a capture of a million distinct reads kept 32 MB of them.
+                if open.read_counted
+                    && let Applied::File(a) = applied
+                {
+                    self.reads.track(key, a.index());
                 }
             }
             Event::Net(net) => {
@@ -953,6 +956,9 @@ impl Capture {
         end.files = concluded.files.len();
         end.network = concluded.network.len();
         end.violations = concluded.violations.len();
+        // Freed before the report below is built: two reports of a large session at once were
+        // the capture's peak of memory.
+        drop(concluded);
         self.emit(end_ns, Record::End(end));
         self.anchor("end");
         if let Some(ocsf) = self.ocsf.as_mut()

@@ -235,6 +235,7 @@ fn report_open(file: Ptr) {
     // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
     let plain_read = f_mode & (FMODE_WRITE | FMODE_CREATED | FMODE_PATH) == 0;
     let always = unsafe { ALWAYS.get(InodeKey { dev, _pad: 0, ino }) }.is_some();
+    let mut counted = 0;
     if plain_read && !always {
         let key = ReadKey {
             tgid,
@@ -251,6 +252,8 @@ fn report_open(file: Ptr) {
         }
         if READS.insert(key, 0, 0).is_err() {
             crate::count_fail(sandbox_watch_common::fails::READS);
+        } else {
+            counted = sandbox_watch_common::READ_COUNTED;
         }
     }
     let Some(base) = scratch() else { return };
@@ -268,11 +271,12 @@ fn report_open(file: Ptr) {
             name_key,
             open_flags: sw_file_flags(file),
             f_mode,
-            flags: if walked & WALK_TRUNCATED != 0 {
-                PATH_TRUNCATED
-            } else {
-                0
-            },
+            flags: counted
+                | if walked & WALK_TRUNCATED != 0 {
+                    PATH_TRUNCATED
+                } else {
+                    0
+                },
             path_kind: PATH_FROM_FILE,
             path_len,
             ..Default::default()

@@ -56,6 +56,9 @@ pub struct FileOpen {
     pub name_key: u64,
     pub path: String,
     pub path_truncated: bool,
+    /// The kernel keeps counting this process's further opens of the file (its key went into
+    /// `READS`); they are collected at its exit or the capture's end.
+    pub read_counted: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -423,6 +426,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 name_key: f.name_key,
                 path: path_from_walk(path_bytes),
                 path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+                read_counted: f.flags & common::READ_COUNTED != 0,
             })
         }
         EventKind::OpenFailed => {

@@ -12,8 +12,9 @@ pub const EXIT_HARVEST: usize = 256;
 
 #[derive(Default)]
 pub struct ReadCounts {
-    /// What each process (tgid, start) read, and their entries: 32 bytes a read, the only
-    /// per-read memory past the fold (a capture of 1,000,000 distinct reads keeps 32 MB here).
+    /// What each process (tgid, start) read, and their entries: 32 bytes a read, only for the
+    /// reads the kernel counts (at most `READS`'s 32,768 entries at once: a full map counts
+    /// nothing, and such reads are not kept here).
     inodes: HashMap<(u32, u64), Vec<Tracked>>,
     /// Opens the kernel counted but did not send, by file entry.
     extra: HashMap<usize, u64>,
