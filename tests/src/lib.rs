@@ -118,6 +118,15 @@ impl Run {
         self.report["network"].as_array().expect("network")
     }
 
+    /// The report's violations of one kind.
+    pub fn violations_of(&self, kind: ViolationKind) -> Vec<&Violation> {
+        self.typed
+            .violations
+            .iter()
+            .filter(|v| v.kind == kind)
+            .collect()
+    }
+
     pub fn files_at(&self, path: &str) -> Vec<&Value> {
         self.files().iter().filter(|f| f["path"] == path).collect()
     }

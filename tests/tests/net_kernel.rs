@@ -93,12 +93,7 @@ fn io_uring_connects_inline_in_io_wq_and_sqpoll_are_connects_with_the_kernels_de
         let (_, data) = listener.join().unwrap();
         assert_eq!(data, b"uring-secret", "the listener got the bytes");
         assert_tcp_entry(&r, port, Some(via));
-        let v: Vec<_> = r
-            .typed
-            .violations
-            .iter()
-            .filter(|v| v.kind == ViolationKind::Network)
-            .collect();
+        let v = r.violations_of(ViolationKind::Network);
         assert_eq!(v.len(), 1, "{flags:?}: --allow-net 10/8 judges it: {v:#?}");
         assert!(
             v[0].summary.contains(&format!("127.0.0.1:{port}")),
@@ -377,12 +372,7 @@ fn a_sockaddr_rewritten_during_connect_is_recorded_where_it_went_and_flagged() {
         find(&r, |n| n["addr"] == "10.66.66.66").is_empty(),
         "the decoy is nowhere"
     );
-    let t: Vec<_> = r
-        .typed
-        .violations
-        .iter()
-        .filter(|v| v.kind == ViolationKind::Tamper)
-        .collect();
+    let t = r.violations_of(ViolationKind::Tamper);
     assert_eq!(t.len(), 1, "{:#?}", r.typed.violations);
     assert!(
         t[0].summary.contains(&format!("127.0.0.1:{port}"))
@@ -426,12 +416,7 @@ fn a_descriptor_swapped_during_connect_keeps_the_kernels_socket_namespace() {
         "the socket the kernel connected is the host's"
     );
     assert_eq!(c[0]["verdict"], "outside");
-    let t: Vec<_> = r
-        .typed
-        .violations
-        .iter()
-        .filter(|v| v.kind == ViolationKind::Tamper)
-        .collect();
+    let t = r.violations_of(ViolationKind::Tamper);
     assert_eq!(t.len(), 1, "{:#?}", r.typed.violations);
     assert!(t[0].summary.contains("another socket"), "{t:#?}");
 }
@@ -578,12 +563,7 @@ open(out, "w").write(" ".join(names))
         "no vsock connect is a tcp entry: {:#?}",
         r.network()
     );
-    let v: Vec<_> = r
-        .typed
-        .violations
-        .iter()
-        .filter(|v| v.kind == ViolationKind::Network)
-        .collect();
+    let v = r.violations_of(ViolationKind::Network);
     assert_eq!(v.len(), 2, "--allow-net judges vsock too: {v:#?}");
     assert!(
         v.iter()

@@ -209,12 +209,7 @@ fn a_write_longer_than_the_kernel_carries_is_loss_not_tamper() {
             "import os; os.write(1, b'x' * 300000)",
         ],
     );
-    let tamper: Vec<_> = r
-        .typed
-        .violations
-        .iter()
-        .filter(|v| v.kind == ViolationKind::Tamper)
-        .collect();
+    let tamper = r.violations_of(ViolationKind::Tamper);
     assert!(tamper.is_empty(), "no attack, yet: {tamper:#?}");
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let cov = &r.typed.coverage;

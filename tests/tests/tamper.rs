@@ -21,11 +21,7 @@ fn attack_home(dir: &Path) -> PathBuf {
 }
 
 fn tamper(r: &Run) -> Vec<&Violation> {
-    r.typed
-        .violations
-        .iter()
-        .filter(|v| v.kind == ViolationKind::Tamper)
-        .collect()
+    r.violations_of(ViolationKind::Tamper)
 }
 
 fn sh(script: &str) -> Vec<String> {
