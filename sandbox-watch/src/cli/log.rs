@@ -23,11 +23,11 @@ pub fn verify(log: &Path, anchor: &verify::Anchor, pubkey: Option<&Path>) -> u8 
         }
     };
     let checked = match &key {
-        Some(key) => verify::verify_signed(log, key).map(|(v, h, vouch)| (v, h, Some(vouch))),
-        None => verify::verify_with_head(log).map(|(v, h)| (v, h, None)),
+        Some(key) => verify::verify_signed(log, key).map(|(v, vouch)| (v, Some(vouch))),
+        None => verify::verify(log).map(|v| (v, None)),
     };
     match checked {
-        Ok((v, _, vouch)) => {
+        Ok((v, vouch)) => {
             let anchored =
                 std::fs::File::open(log).and_then(|f| anchor.check(&v, std::io::BufReader::new(f)));
             match anchored {

@@ -334,7 +334,7 @@ MC4CAQAwBQYDK2VwBCIEIDtDGH8yhnF2Lxk01Ow4OJQoYws+xB7ibuPMSAT6Stnt\n\
     }
 
     fn judged(path: &Path, key: &VerifyingKey) -> (u8, String) {
-        let (verdict, _, vouch) = crate::output::verify::verify_signed(path, key).unwrap();
+        let (verdict, vouch) = crate::output::verify::verify_signed(path, key).unwrap();
         vouch.judge(&verdict, "L")
     }
 

@@ -74,19 +74,14 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 
 /// Verifies the log at `path`, reading it line by line in constant memory.
 pub fn verify(path: &Path) -> io::Result<Verdict> {
-    Ok(verify_with_head(path)?.0)
-}
-
-/// As [`verify`], with the hash of the last record that checked (the all-zero hash if none):
-/// what an anchor (`verify --head`) is compared with.
-pub fn verify_with_head(path: &Path) -> io::Result<(Verdict, String)> {
     let f = File::open(path)?;
-    verify_reader_with_head(BufReader::with_capacity(64 * 1024, f))
+    verify_reader(BufReader::with_capacity(64 * 1024, f))
 }
 
 /// Verifies a log read from `r`, line by line. An `Err` is only a read error.
 pub fn verify_reader(r: impl BufRead) -> io::Result<Verdict> {
-    Ok(verify_reader_with_head(r)?.0)
+    let mut prev = ZERO_HASH.to_string();
+    check_all(r, &mut prev, None, &mut Vouch::default())
 }
 
 /// The anchor a capture printed to stderr (`log L: N records, head H`, at its start, every
@@ -170,28 +165,18 @@ impl Anchor {
     }
 }
 
-/// [`verify_reader`], with the last good record's hash.
-pub fn verify_reader_with_head(r: impl BufRead) -> io::Result<(Verdict, String)> {
-    let mut prev = ZERO_HASH.to_string();
-    let verdict = check_all(r, &mut prev, None, &mut Vouch::default())?;
-    Ok((verdict, prev))
-}
-
-/// As [`verify_with_head`], also checking every signature against `key` (`verify --pubkey`).
-pub fn verify_signed(path: &Path, key: &VerifyingKey) -> io::Result<(Verdict, String, Vouch)> {
+/// As [`verify`], also checking every signature against `key` (`verify --pubkey`).
+pub fn verify_signed(path: &Path, key: &VerifyingKey) -> io::Result<(Verdict, Vouch)> {
     let f = File::open(path)?;
     verify_reader_signed(BufReader::with_capacity(64 * 1024, f), key)
 }
 
 /// [`verify_signed`] of a log read from `r`.
-pub fn verify_reader_signed(
-    r: impl BufRead,
-    key: &VerifyingKey,
-) -> io::Result<(Verdict, String, Vouch)> {
+pub fn verify_reader_signed(r: impl BufRead, key: &VerifyingKey) -> io::Result<(Verdict, Vouch)> {
     let mut prev = ZERO_HASH.to_string();
     let mut vouch = Vouch::default();
     let verdict = check_all(r, &mut prev, Some(key), &mut vouch)?;
-    Ok((verdict, prev, vouch))
+    Ok((verdict, vouch))
 }
 
 /// What the signatures of a log vouch for (`verify --pubkey`).
