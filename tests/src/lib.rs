@@ -51,6 +51,17 @@ pub fn wait_attached(log: &Path, monitor: &mut std::process::Child) {
 }
 
 /// The tests need root; say so loudly instead of passing without testing anything.
+/// `ms` milliseconds of the host's time on this machine: `SW_TIME_SCALE` times more where the
+/// kernel runs emulated (the 6.1 guest of `cargo xtask vm-test` sets 10). For waits a test
+/// picks to leave the product time to act, never for what the product promises to users.
+pub fn scaled_ms(ms: u64) -> u64 {
+    let scale = std::env::var("SW_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(1);
+    ms * scale.max(1)
+}
+
 pub fn require_root() {
     assert!(
         nix_is_root(),

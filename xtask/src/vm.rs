@@ -523,6 +523,8 @@ fn guest_script(plan: &[Planned], sandbox_watch: &Path) -> String {
         r#"#!/bin/sh
 # Written by `cargo xtask vm-test`; runs in the guest as the child of PID 1.
 export PATH={path} HOME=/root TMPDIR=/tmp RUST_BACKTRACE=1 SANDBOX_WATCH_BIN={bin}
+# Emulated (TCG) time: waits a test chose for the host are this many times longer here.
+export SW_TIME_SCALE=10
 unset sw_script
 M={MARK}
 up() {{ cut -d' ' -f1 /proc/uptime; }}
