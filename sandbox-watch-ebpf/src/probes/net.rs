@@ -220,6 +220,22 @@ pub fn sys_enter_sendmmsg(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// Whether a send may go to port 53, known from the fewest reads: the port of the address
+/// given (bytes 2-3 of every inet sockaddr), or of the socket's peer when none is. Most sends
+/// are not DNS, and a storm of them pays this, not an event built and thrown away (`dns`
+/// reads everything again, and checks the family and type, for the few that pass).
+#[inline(always)]
+fn maybe_dns(fd: u32, addr: u64, addrlen: u64) -> bool {
+    if addr != 0 {
+        let mut head = [0u8; 4];
+        return addrlen >= 4
+            && unsafe { bpf_probe_read_user(head.as_mut_ptr().cast(), 4, addr as *const _) } == 0
+            && u16::from_be_bytes([head[2], head[3]]) as u32 == DNS_PORT;
+    }
+    let sk = unsafe { sw_file_sock(sw_task_fd_file(current_task(), fd)) };
+    !sk.is_null() && u16::from_be(unsafe { sw_sk_remote_port_be(sk) } as u16) as u32 == DNS_PORT
+}
+
 /// `struct mmsghdr { struct user_msghdr msg_hdr; unsigned int msg_len; }` (uapi, 64-bit).
 const MMSGHDR_SIZE: u64 = 64;
 
@@ -240,6 +256,9 @@ fn dns_msghdr(fd: u32, msghdr: u64) {
 /// Sends the first bytes of a UDP datagram bound for port 53.
 #[inline(always)]
 fn dns(fd: u32, buf: u64, len: u64, addr: u64, addrlen: u64) {
+    if !maybe_dns(fd, addr, addrlen) {
+        return;
+    }
     let Some((base, ev, tail)) = event(NET_DNS) else {
         return;
     };
