@@ -50,7 +50,6 @@ pub fn wait_attached(log: &Path, monitor: &mut std::process::Child) {
     }
 }
 
-/// The tests need root; say so loudly instead of passing without testing anything.
 /// `ms` milliseconds of the host's time on this machine: `SW_TIME_SCALE` times more where the
 /// kernel runs emulated (the 6.1 guest of `cargo xtask vm-test` sets 10). For waits a test
 /// picks to leave the product time to act, never for what the product promises to users.
@@ -62,6 +61,7 @@ pub fn scaled_ms(ms: u64) -> u64 {
     ms * scale.max(1)
 }
 
+/// The tests need root; say so loudly instead of passing without testing anything.
 pub fn require_root() {
     assert!(
         nix_is_root(),
