@@ -571,3 +571,61 @@ fn failed_execs_are_tried_to_run_entries_with_their_error() {
         assert!(!text.contains("PLANTEDexec1x"));
     }
 }
+
+/// How many BPF programs named `name` are loaded (bpftool, which `cargo xtask setup` installs).
+fn programs_named(name: &str) -> usize {
+    let out = std::process::Command::new("bpftool")
+        .args(["-j", "prog", "show", "name", name])
+        .output()
+        .expect("bpftool runs");
+    // One object per program (an array if several); nothing, and exit 255, when none.
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .flatten()
+        .map(|v| v.as_array().map_or(1, Vec::len))
+        .sum()
+}
+
+/// Polls `cond` every 50 ms for up to `secs` seconds.
+fn eventually(secs: u64, cond: impl Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < until {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// The monitor leaves the slow detach of its programs to a child that outlives it: the
+/// programs are attached while it watches and all gone soon after it has exited, never left
+/// behind.
+#[test]
+fn the_programs_are_detached_once_the_monitor_has_exited() {
+    require_root();
+    // Unique to sandbox-watch; an earlier test's monitor may still be detaching.
+    let name = "sys_exit_linkat";
+    assert!(
+        eventually(30, || programs_named(name) == 0),
+        "programs of an earlier run"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut monitor = command()
+        .args(["run", "--headless", "--linger", "0", "--log"])
+        .arg(dir.path().join("log.jsonl"))
+        .args(["--", "sleep", "3"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(30, || programs_named(name) == 1),
+        "attached while it watches"
+    );
+    assert!(monitor.wait().unwrap().success());
+    assert!(
+        eventually(30, || programs_named(name) == 0),
+        "still attached 30 s after the monitor exited"
+    );
+}
