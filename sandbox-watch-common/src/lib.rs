@@ -506,13 +506,19 @@ pub const OUTPUT_CHUNK: usize = 16 * 1024;
 pub const OUTPUT_CHUNKS: usize = 16;
 /// In [`OutputEvent::flags`]: the chunk's bytes could not be read from the caller's buffer.
 pub const OUTPUT_READ_FAILED: u32 = 1 << 0;
-/// In [`OutputEvent::flags`]: a write the probe counts but does not carry (writev, pwritev,
-/// sendfile, splice): `ret` bytes went to the stream, `len` is 0.
+/// In [`OutputEvent::flags`]: a write the probe counts but does not carry (sendfile, splice,
+/// copy_file_range, tee, vmsplice): `ret` bytes went to the stream, `len` is 0.
 pub const OUTPUT_NOT_CARRIED: u32 = 1 << 1;
 /// In [`OutputEvent::flags`]: chunks after this one were not sent (`OUTPUT_CHUNKS` reached).
 pub const OUTPUT_CUT: u32 = 1 << 2;
+/// In [`OutputEvent::flags`]: a writev's bytes after this chunk were not read (a buffer
+/// longer than `OUTPUT_CHUNK`, or more buffers than `OUTPUT_IOVECS`).
+pub const OUTPUT_IOVECS_CUT: u32 = 1 << 3;
+/// Buffers read of one writev, pwritev or pwritev2.
+pub const OUTPUT_IOVECS: usize = 8;
 
-/// [`OutputEvent::via`]: the syscall that wrote (only write and pwrite64 are carried).
+/// [`OutputEvent::via`]: the syscall that wrote (write, pwrite64 and the writev family are
+/// carried).
 pub const OUTPUT_VIA_WRITE: u32 = 1;
 pub const OUTPUT_VIA_PWRITE64: u32 = 2;
 pub const OUTPUT_VIA_WRITEV: u32 = 3;

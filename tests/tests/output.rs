@@ -218,3 +218,44 @@ fn a_write_longer_than_the_kernel_carries_is_loss_not_tamper() {
     let seq = cov.sequence.as_ref().expect("the sequence count");
     assert_eq!(seq.missing, seq.dropped, "{seq:#?}");
 }
+
+/// What Node.js does with its stdout: writev. The bytes of the buffers are carried and hashed
+/// as written; a writev of more buffers than the probe reads, or of a buffer longer than its
+/// chunk, has its count right, no hash, and says why.
+#[test]
+fn a_writev_is_hashed_as_its_buffers_and_one_of_too_many_buffers_says_so() {
+    let two = "import os; os.writev(1, [b'A' * 10000, b'-tail\\n'])";
+    let long = "import os; os.writev(1, [b'B' * 40000])";
+    let many = "import os; os.writev(1, [b'%d,' % i for i in range(12)])";
+    let script = format!(
+        "/usr/bin/python3 -c \"{two}\"; /usr/bin/python3 -c \"{many}\"; /usr/bin/python3 -c \"{long}\""
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let mut want = vec![b'A'; 10000];
+    want.extend_from_slice(b"-tail\n");
+    let out = stream(&r, &["/usr/bin/python3", "-c", two], "stdout");
+    assert_eq!(out["bytes"], want.len() as u64, "{out}");
+    assert_eq!(out["sha256"], sha(&want), "{out}");
+
+    let many_bytes: Vec<u8> = (0..12).flat_map(|i| format!("{i},").into_bytes()).collect();
+    let out = stream(&r, &["/usr/bin/python3", "-c", many], "stdout");
+    assert_eq!(out["bytes"], many_bytes.len() as u64, "{out}");
+    assert_eq!(out["sha256"], Value::Null, "{out}");
+    let cut = "writev was read in part";
+    assert!(
+        out["sha256_skipped"].as_str().unwrap().contains(cut),
+        "{out}"
+    );
+    let out = stream(&r, &["/usr/bin/python3", "-c", long], "stdout");
+    assert_eq!(
+        (&out["bytes"], &out["sha256"]),
+        (&40000.into(), &Value::Null),
+        "{out}"
+    );
+    assert!(
+        out["sha256_skipped"].as_str().unwrap().contains(cut),
+        "{out}"
+    );
+    assert_eq!(r.report["coverage"]["lost"], 0);
+}

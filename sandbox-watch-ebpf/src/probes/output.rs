@@ -7,9 +7,12 @@
 //!   went) is sent in chunks of `OUTPUT_CHUNK` bytes, `ret` bytes in all (the
 //!   count the kernel returned), up to `OUTPUT_CHUNKS` chunks; a chunk the ring cannot take,
 //!   and every chunk past the limit, is counted in `DROPS[output]`.
-//! - `sys_exit_writev`, `pwritev`, `pwritev2`, `sendfile64`, `splice`, `copy_file_range`,
-//!   `tee`, `vmsplice`: counted, not carried (a record with `ret` and `OUTPUT_NOT_CARRIED`), so
-//!   the stream's byte count stays right and its hash is known to be incomplete.
+//! - `sys_exit_writev`, `pwritev`, `pwritev2`: the same, one chunk per buffer for the first
+//!   `OUTPUT_IOVECS` buffers (Node.js writes its stdout so); a longer buffer or more buffers
+//!   end in a chunk flagged `OUTPUT_IOVECS_CUT`, and the stream's hash is then not made.
+//! - `sendfile64`, `splice`, `copy_file_range`, `tee`, `vmsplice`: counted, not carried (a
+//!   record with `ret` and `OUTPUT_NOT_CARRIED`), so the stream's byte count stays right and
+//!   its hash is known to be incomplete.
 //! - Not seen at all: io_uring writes, and writes by a process not traced (an untraced
 //!   process given the traced one's pipe writes as itself).
 //!
@@ -23,10 +26,10 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use sandbox_watch_common::{
-    EventKind, OUTPUT_CHUNK, OUTPUT_CHUNKS, OUTPUT_CUT, OUTPUT_NOT_CARRIED, OUTPUT_READ_FAILED,
-    OUTPUT_VIA_COPY_FILE_RANGE, OUTPUT_VIA_PWRITE64, OUTPUT_VIA_PWRITEV, OUTPUT_VIA_PWRITEV2,
-    OUTPUT_VIA_SENDFILE, OUTPUT_VIA_SPLICE, OUTPUT_VIA_TEE, OUTPUT_VIA_VMSPLICE, OUTPUT_VIA_WRITE,
-    OUTPUT_VIA_WRITEV, OutputEvent,
+    EventKind, OUTPUT_CHUNK, OUTPUT_CHUNKS, OUTPUT_CUT, OUTPUT_IOVECS, OUTPUT_IOVECS_CUT,
+    OUTPUT_NOT_CARRIED, OUTPUT_READ_FAILED, OUTPUT_VIA_COPY_FILE_RANGE, OUTPUT_VIA_PWRITE64,
+    OUTPUT_VIA_PWRITEV, OUTPUT_VIA_PWRITEV2, OUTPUT_VIA_SENDFILE, OUTPUT_VIA_SPLICE,
+    OUTPUT_VIA_TEE, OUTPUT_VIA_VMSPLICE, OUTPUT_VIA_WRITE, OUTPUT_VIA_WRITEV, OutputEvent,
 };
 
 use super::syscall::{RET, syscall_programs};
@@ -68,9 +71,9 @@ pub fn remember_streams(task: Ptr, tgid: u32, start_ns: u64) {
 syscall_programs! {
     sys_exit_write(ctx) => { carried(&ctx, OUTPUT_VIA_WRITE); 0 };
     sys_exit_pwrite64(ctx) => { carried(&ctx, OUTPUT_VIA_PWRITE64); 0 };
-    sys_exit_writev(ctx) => { counted(&ctx, 0, OUTPUT_VIA_WRITEV); 0 };
-    sys_exit_pwritev(ctx) => { counted(&ctx, 0, OUTPUT_VIA_PWRITEV); 0 };
-    sys_exit_pwritev2(ctx) => { counted(&ctx, 0, OUTPUT_VIA_PWRITEV2); 0 };
+    sys_exit_writev(ctx) => { carried_iov(&ctx, OUTPUT_VIA_WRITEV); 0 };
+    sys_exit_pwritev(ctx) => { carried_iov(&ctx, OUTPUT_VIA_PWRITEV); 0 };
+    sys_exit_pwritev2(ctx) => { carried_iov(&ctx, OUTPUT_VIA_PWRITEV2); 0 };
     sys_exit_sendfile64(ctx) => { counted(&ctx, 0, OUTPUT_VIA_SENDFILE); 0 };
     sys_exit_splice(ctx) => { counted(&ctx, 2, OUTPUT_VIA_SPLICE); 0 };
     sys_exit_copy_file_range(ctx) => { counted(&ctx, 2, OUTPUT_VIA_COPY_FILE_RANGE); 0 };
@@ -79,9 +82,9 @@ syscall_programs! {
 }
 
 /// For a traced task's write that wrote to its stdout or stderr: the record's fixed part
-/// (in this CPU's scratch), and the buffer's address.
+/// (in this CPU's scratch), and the syscall's first four arguments.
 #[inline(always)]
-fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, u64)> {
+fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, [u64; 4])> {
     let tgid = current_tgid();
     if !is_traced(tgid) {
         return None;
@@ -117,15 +120,16 @@ fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, u
         via,
         ..Default::default()
     };
-    Some((base, a[1]))
+    Some((base, a))
 }
 
 /// write(fd, buf, count), pwrite64(fd, buf, count, pos): the bytes, in chunks.
 #[inline(always)]
 fn carried(ctx: &TracePointContext, via: u32) {
-    let Some((base, buf)) = start(ctx, 0, via) else {
+    let Some((base, args)) = start(ctx, 0, via) else {
         return;
     };
+    let buf = args[1];
     let ev = unsafe { &mut *base.cast::<OutputEvent>() };
     let tail = unsafe { base.add(FIXED) };
     let total = ev.ret;
@@ -166,6 +170,68 @@ fn carried(ctx: &TracePointContext, via: u32) {
             EventKind::Output,
             (total - sent).div_ceil(OUTPUT_CHUNK as u64),
         );
+    }
+}
+
+/// writev(fd, iov, iovcnt), pwritev(fd, iov, iovcnt, pos), pwritev2(…, flags): each of the
+/// first `OUTPUT_IOVECS` buffers as one chunk. A longer buffer, or more buffers, end the
+/// carrying with a chunk flagged `OUTPUT_IOVECS_CUT` (one chunk per buffer keeps the verifier's
+/// work small: a buffer split into chunks made it give up). `ret` may end within a buffer.
+#[inline(always)]
+fn carried_iov(ctx: &TracePointContext, via: u32) {
+    let Some((base, args)) = start(ctx, 0, via) else {
+        return;
+    };
+    let (iov, iovcnt) = (args[1], args[2]);
+    let ev = unsafe { &mut *base.cast::<OutputEvent>() };
+    let tail = unsafe { base.add(FIXED) };
+    let total = ev.ret;
+    let mut offset = 0u64;
+    for i in 0..OUTPUT_IOVECS as u64 {
+        if offset >= total {
+            return;
+        }
+        if i >= iovcnt {
+            break;
+        }
+        // struct iovec { void *iov_base; size_t iov_len; }
+        let mut v = [0u64; 2];
+        if unsafe { bpf_probe_read_user(v.as_mut_ptr().cast(), 16, (iov + i * 16) as *const _) } < 0
+        {
+            break;
+        }
+        let mut n = total - offset;
+        if n > v[1] {
+            n = v[1];
+        }
+        ev.flags = 0;
+        if n > OUTPUT_CHUNK as u64 {
+            n = OUTPUT_CHUNK as u64;
+            ev.flags = OUTPUT_IOVECS_CUT;
+        }
+        // Bounded for the verifier through memory (see `submit`): at most OUTPUT_CHUNK.
+        let n = (unsafe { core::ptr::read_volatile(&n) } as usize) & (2 * OUTPUT_CHUNK - 1);
+        ev.offset = offset;
+        let read = unsafe { bpf_probe_read_user(tail.cast(), n as u32, v[0] as *const _) };
+        let len = if read < 0 {
+            ev.flags |= OUTPUT_READ_FAILED;
+            0
+        } else {
+            n
+        };
+        ev.len = len as u32;
+        submit(EventKind::Output, base, FIXED + len);
+        if ev.flags & OUTPUT_IOVECS_CUT != 0 {
+            return;
+        }
+        offset += n as u64;
+    }
+    if offset < total {
+        // More buffers than are read: a chunk of no bytes says so.
+        ev.offset = offset;
+        ev.len = 0;
+        ev.flags = OUTPUT_IOVECS_CUT;
+        submit(EventKind::Output, base, FIXED);
     }
 }
 

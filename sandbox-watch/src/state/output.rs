@@ -14,9 +14,9 @@ use sha2::Digest;
 
 use crate::kernel::decode::Output as Chunk;
 use sandbox_watch_common::{
-    OUTPUT_CUT, OUTPUT_NOT_CARRIED, OUTPUT_READ_FAILED, OUTPUT_STDERR, OUTPUT_VIA_COPY_FILE_RANGE,
-    OUTPUT_VIA_PWRITEV, OUTPUT_VIA_PWRITEV2, OUTPUT_VIA_SENDFILE, OUTPUT_VIA_SPLICE,
-    OUTPUT_VIA_TEE, OUTPUT_VIA_VMSPLICE, OUTPUT_VIA_WRITEV,
+    OUTPUT_CUT, OUTPUT_IOVECS, OUTPUT_IOVECS_CUT, OUTPUT_NOT_CARRIED, OUTPUT_READ_FAILED,
+    OUTPUT_STDERR, OUTPUT_VIA_COPY_FILE_RANGE, OUTPUT_VIA_PWRITEV, OUTPUT_VIA_PWRITEV2,
+    OUTPUT_VIA_SENDFILE, OUTPUT_VIA_SPLICE, OUTPUT_VIA_TEE, OUTPUT_VIA_VMSPLICE, OUTPUT_VIA_WRITEV,
 };
 
 /// Bytes of text kept at each end of a stream (`--capture-output`).
@@ -201,6 +201,14 @@ impl Outputs {
             let limit = sandbox_watch_common::OUTPUT_CHUNKS * sandbox_watch_common::OUTPUT_CHUNK;
             s.gap(|| format!("a write was longer than the probe's {} KiB", limit / 1024));
         }
+        if c.flags & OUTPUT_IOVECS_CUT != 0 {
+            s.gap(|| {
+                format!(
+                    "a writev was read in part (the probe reads {OUTPUT_IOVECS} buffers of up to {} KiB)",
+                    sandbox_watch_common::OUTPUT_CHUNK / 1024
+                )
+            });
+        }
     }
 
     /// The streams of `tgid`, ended (at its exit or exec). `lost` as for [`Outputs::chunk`].
@@ -369,6 +377,33 @@ mod tests {
         write(&mut o, b"ok");
         let e = o.end(7, 3).pop().unwrap();
         assert_eq!(e.sha256, None);
+    }
+
+    /// A writev's chunks end at its buffers' ends; a writev with more buffers than the probe
+    /// reads ends in a chunk of no bytes that says so.
+    #[test]
+    fn a_writev_hashes_as_its_buffers_in_order_and_a_cut_one_has_no_hash() {
+        let mut o = Outputs::default();
+        // writev of "hello " and "world\n": two chunks of one write of 12 bytes.
+        o.chunk(&chunk(12, 0, b"hello ", 0), || 0);
+        o.chunk(&chunk(12, 6, b"world\n", 0), || 0);
+        write(&mut o, b"more\n");
+        let e = o.end(7, 0).pop().unwrap();
+        assert_eq!(e.bytes, 17);
+        assert_eq!(
+            e.sha256.as_deref(),
+            Some(sha(b"hello world\nmore\n").as_str())
+        );
+
+        o.chunk(&chunk(20, 0, b"0123456789", 0), || 0);
+        o.chunk(&chunk(20, 10, b"", OUTPUT_IOVECS_CUT), || 0);
+        let e = o.end(7, 0).pop().unwrap();
+        assert_eq!((e.bytes, e.sha256), (20, None));
+        assert!(
+            e.sha256_skipped
+                .unwrap()
+                .contains("writev was read in part")
+        );
     }
 
     #[test]
