@@ -71,6 +71,9 @@ pub enum EventKind {
     /// An open of the monitor's own files: its `/proc/PID/...` entries or one of its outputs
     /// (by inode, whatever the path). Tail: the walked path, as a `FileEvent`'s.
     MonitorFile = 15,
+    /// init_module or finit_module by a traced task: a kernel module load, at its entry (the
+    /// module could hide anything once it runs).
+    Module = 16,
     // 20–29: network truth from the kernel's own objects (issue 14).
     /// A TCP connection begun by a traced task (at CLOSE→SYN_SENT, in the asking task),
     /// accepted on a traced listener (SYN_RECV→ESTABLISHED), a listener (→LISTEN), or a vsock
@@ -86,7 +89,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 21] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -102,6 +105,7 @@ impl EventKind {
         Self::Pidfd,
         Self::Signal,
         Self::MonitorFile,
+        Self::Module,
         Self::NetConn,
         Self::NetConnEnd,
         Self::NetFlow,
@@ -128,6 +132,7 @@ impl EventKind {
             13 => Self::Pidfd,
             14 => Self::Signal,
             15 => Self::MonitorFile,
+            16 => Self::Module,
             20 => Self::NetConn,
             21 => Self::NetConnEnd,
             22 => Self::NetFlow,
@@ -154,6 +159,7 @@ impl EventKind {
             Self::Pidfd => "pidfd",
             Self::Signal => "signal",
             Self::MonitorFile => "monitor_file",
+            Self::Module => "module",
             Self::NetConn => "net_conn",
             Self::NetConnEnd => "net_conn_end",
             Self::NetFlow => "net_flow",
@@ -180,7 +186,8 @@ impl EventKind {
             | Self::TraceAccess
             | Self::Pidfd
             | Self::Signal
-            | Self::MonitorFile => core::mem::size_of::<TamperEvent>(),
+            | Self::MonitorFile
+            | Self::Module => core::mem::size_of::<TamperEvent>(),
             Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
             Self::NetFlow => core::mem::size_of::<FlowEvent>(),
         }
@@ -241,9 +248,10 @@ const _: () = {
             | EventKind::Pidfd
             | EventKind::Signal
             | EventKind::MonitorFile
+            | EventKind::Module
             | EventKind::NetConn
             | EventKind::NetConnEnd
-            | EventKind::NetFlow => 20,
+            | EventKind::NetFlow => 21,
         }
     }
     assert!(
@@ -572,6 +580,10 @@ pub mod tamper {
     pub const SIGNAL_GENERATE: u32 = 12;
     /// An open (MonitorFile).
     pub const OPEN: u32 = 13;
+    /// init_module(image, len, args) (Module): `target` is the image's length.
+    pub const INIT_MODULE: u32 = 14;
+    /// finit_module(fd, args, flags) (Module): `detail` is the fd, `code` the flags.
+    pub const FINIT_MODULE: u32 = 15;
 
     /// The kind of BPF object in [`super::TamperEvent::detail`] (and in `OWN_IDS` keys).
     pub const OBJ_MAP: u64 = 1;

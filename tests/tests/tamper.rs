@@ -68,6 +68,63 @@ fn untrace_through_bpf_is_tamper_and_the_agent_stays_traced() {
     );
 }
 
+/// Frozen maps: a root agent takes the monitor's DROPS, SEQ and TRACED by id and writes them
+/// (BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM). Before issue 13 every write worked and left no
+/// record. Now each fails with EPERM (BPF_MAP_FREEZE: the asserts on `errno 1` fail where a
+/// map is not frozen), each call is a tamper record made before it ran, and the key read after
+/// it is still recorded. READS stays writable (the monitor writes it during the capture): the
+/// agent's update of it works, and is a tamper record all the same.
+#[test]
+fn writes_to_frozen_maps_fail_and_every_bpf_write_is_tamper() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let script = format!(
+        "ATTACK_HOME={h} {bin} frozen",
+        h = home.display(),
+        bin = env!("CARGO_BIN_EXE_attack-bpf")
+    );
+    let r = run_attack(dir, &["--fail-on", "tamper"], &script);
+    let err = r.stderr();
+    assert_eq!(r.code(), Some(3), "stderr: {err}");
+    let t = tamper(&r);
+    let recorded = |cmd: &str, map: &str| {
+        t.iter().any(|v| {
+            v.summary
+                .contains(&format!("bpf({cmd}) on the monitor's map {map} "))
+        })
+    };
+    for map in ["DROPS", "SEQ", "TRACED"] {
+        for (op, cmd) in [
+            ("update", "BPF_MAP_UPDATE_ELEM"),
+            ("delete", "BPF_MAP_DELETE_ELEM"),
+        ] {
+            assert!(
+                err.lines()
+                    .any(|l| l.contains(&format!("{map} {op}: errno 1"))),
+                "{map} {op} not refused with EPERM: {err}"
+            );
+            assert!(
+                recorded(cmd, map),
+                "no tamper record for {cmd} on {map}: {t:#?}"
+            );
+        }
+    }
+    assert!(
+        err.lines().any(|l| l.contains("READS update: ok")),
+        "READS is writable: {err}"
+    );
+    assert!(
+        recorded("BPF_MAP_UPDATE_ELEM", "READS"),
+        "no tamper record for the READS write: {t:#?}"
+    );
+    let key = home.join(".ssh/id_rsa");
+    assert!(
+        !r.files_at(&key.display().to_string()).is_empty(),
+        "the key read after the attack is missing: {:#?}",
+        r.files()
+    );
+}
+
 /// SIGSTOP the monitor, flood its ring until records drop, act, zero the drop counters,
 /// SIGCONT: before issue 13 the run said `lost 0` and nothing else. Now the stop is a tamper
 /// record, the counters cannot be reset (frozen), and the loss is counted from the kernel's
@@ -184,6 +241,19 @@ fn a_killed_monitor_leaves_an_unended_log_with_what_came_before() {
     }
 }
 
+/// `(N, H)` of the anchor line `sandbox-watch: log L: N records, head H (when)` the capture
+/// printed to its stderr.
+fn printed_anchor(err: &str, when: &str) -> (String, String) {
+    let line = err
+        .lines()
+        .find(|l| l.contains("head") && l.ends_with(&format!("({when})")))
+        .unwrap_or_else(|| panic!("no {when} anchor on stderr: {err}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == "records,").unwrap();
+    assert_eq!(words[i + 2].len(), 64, "a full hash: {line}");
+    (words[i - 1].to_string(), words[i + 2].to_string())
+}
+
 /// The anchor: a log rewritten after the run (the key read removed, every hash recomputed)
 /// still passed `verify` before issue 13, and nothing printed its full head. Now the capture
 /// prints `N records, head H` to stderr at the end, and `verify --head H --records N` refuses
@@ -195,17 +265,7 @@ fn a_rechained_log_fails_against_the_printed_anchor() {
     let key = home.join(".ssh/id_rsa");
     let r = run_in(dir, &[], &["cat", key.to_str().unwrap()]);
     let err = r.stderr();
-    // `N records, head H`, of the anchor printed at `when`.
-    let anchor = |when: &str| {
-        let line = err
-            .lines()
-            .find(|l| l.contains("head") && l.ends_with(&format!("({when})")))
-            .unwrap_or_else(|| panic!("no {when} anchor on stderr: {err}"));
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let i = words.iter().position(|w| *w == "records,").unwrap();
-        assert_eq!(words[i + 2].len(), 64, "a full hash: {line}");
-        (words[i - 1].to_string(), words[i + 2].to_string())
-    };
+    let anchor = |when: &str| printed_anchor(&err, when);
     let (records, head) = anchor("end");
     // The start's anchor vouches for the records up to it in the whole log.
     let (start_records, start_head) = anchor("start");
@@ -536,6 +596,99 @@ fn a_signed_log_verifies_and_rechained_or_forged_logs_fail_its_signature() {
     drop(keys);
 }
 
+/// Forge after the end: the agent reads the key and leaves a daemon behind
+/// (tests/attacks/forge_after_end.py) that waits for the monitor to exit, rewrites the log
+/// without the key read, the .bashrc append, itself and every violation, rechains every hash
+/// as `verify` computes them, and rebuilds the report and summary with the monitor's own
+/// `replay`. Before issue 13 that was the whole story: `verify` said intact and the report
+/// "no violations". It still is for plain `verify` (asserted: the forge is a real one), but
+/// the end anchor the capture printed to its stderr (out of the agent's reach) refuses the
+/// forged log, and so do the signatures of `--sign-key`.
+#[test]
+fn a_log_forged_after_the_end_fails_against_the_anchor_and_the_signature() {
+    let (keys, key, public) = sign_key();
+    let dir = tempfile::tempdir().unwrap();
+    let home = attack_home(dir.path());
+    let (log, report, summary) = (
+        dir.path().join("log.jsonl"),
+        dir.path().join("report.json"),
+        dir.path().join("summary.md"),
+    );
+    let out = command()
+        .args(["run", "--headless", "--linger", "0.3", "--log"])
+        .arg(&log)
+        .arg("--report")
+        .arg(&report)
+        .arg("--summary")
+        .arg(&summary)
+        .arg("--sign-key")
+        .arg(&key)
+        .args([
+            "--fail-on",
+            "tamper,credential,persistence",
+            "--",
+            "python3",
+        ])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/attacks/forge_after_end.py"
+        ))
+        .args(["--wait", "60"])
+        .env("ATTACK_HOME", &home)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The capture itself saw the attack (the key read, the .bashrc append, the daemon's
+    // pidfd_open of the monitor).
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (records, head) = printed_anchor(&err, "end");
+    // The daemon forges once the monitor is gone.
+    let forge_out = home.join("forge.out");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let said = loop {
+        let said = std::fs::read_to_string(&forge_out).unwrap_or_default();
+        if said.contains("replay exit") || said.contains("did not exit") {
+            break said;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not forge within 60 s: {said}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(said.contains("replay exit 0"), "{said}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("id_rsa") && !text.contains(r#""kind":"violation""#),
+        "the forge kept the key read: {said}"
+    );
+    // The rebuilt report and summary are the forger's: nothing happened.
+    let typed: Report = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(typed.violations.is_empty(), "{:#?}", typed.violations);
+    let verify = |args: &[&str]| {
+        let out = command()
+            .arg("verify")
+            .args(args)
+            .arg(&log)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    // Without the anchor, the forged log verifies: what issue 13 was about.
+    let (code, msg) = verify(&[]);
+    assert_eq!(code, Some(0), "the forged chain alone looks intact: {msg}");
+    let (code, msg) = verify(&["--head", &head, "--records", &records]);
+    assert_eq!(code, Some(1), "{msg}");
+    assert!(msg.contains("DOES NOT MATCH THE ANCHOR"), "{msg}");
+    let (code, msg) = verify(&["--pubkey", public.to_str().unwrap()]);
+    assert_eq!(code, Some(6), "{msg}");
+    drop(keys);
+}
+
 /// The 32-bit door: `int 0x80` runs an i386 system call, which no syscall tracepoint sees.
 /// Before the guard, attack-compat read the key, connected out and appended to .bashrc that
 /// way with nothing recorded (exit 0, even with `--fail-on tamper`). Now `run` puts the agent
@@ -575,8 +728,8 @@ fn a_32_bit_system_call_is_refused_and_on_record() {
     assert_eq!(ok.code(), Some(0), "stderr: {}", ok.stderr());
 }
 
-/// `run --protect`: the agent starts without CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and
-/// CAP_SYS_ADMIN in its bounding set, so even as root its bpf(2) fails with EPERM (without
+/// `run --protect`: the agent starts without CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
+/// CAP_SYS_ADMIN and CAP_SYS_MODULE in its bounding set, so even as root its bpf(2) fails with EPERM (without
 /// --protect the same call succeeds, as the first run shows; before it the option did not
 /// exist: clap exit 2), and the report says what was taken away.
 #[test]
@@ -606,7 +759,7 @@ print(\"bpf result\", r, \"errno\", ctypes.get_errno(), file=sys.stderr)'";
         .find_map(|l| l.strip_prefix("CapBnd:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         .unwrap_or_else(|| panic!("no CapBnd line: {err}"));
-    for cap in [19, 21, 38, 39] {
+    for cap in [16, 19, 21, 38, 39] {
         assert_eq!(
             bnd & (1 << cap),
             0,
@@ -615,7 +768,13 @@ print(\"bpf result\", r, \"errno\", ctypes.get_errno(), file=sys.stderr)'";
     }
     assert_eq!(
         r.report["target"]["dropped_capabilities"],
-        serde_json::json!(["CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"])
+        serde_json::json!([
+            "CAP_BPF",
+            "CAP_PERFMON",
+            "CAP_SYS_PTRACE",
+            "CAP_SYS_ADMIN",
+            "CAP_SYS_MODULE"
+        ])
     );
 }
 
@@ -641,4 +800,59 @@ fn reading_the_signing_key_is_tamper() {
             .any(|v| v.summary.contains("own file") && v.summary.contains("innocent.txt")),
         "no tamper violation for the key read: {t:#?}"
     );
+}
+
+/// A kernel module load: before, init_module and finit_module were not hooked (a root agent's
+/// module load left no record, exit 0 with `--fail-on tamper`). Now their entry tracepoints
+/// make a tamper record before the kernel looks at the module: here finit_module of a file
+/// that is no module and init_module of 16 bytes of garbage (both fail, ENOEXEC or EINVAL,
+/// after the entry hook saw them). A kernel built without module support (this 6.18 one)
+/// has no such tracepoints, and no such calls (ENOSYS): `probe.gaps` names both, the capture
+/// runs on.
+#[test]
+fn a_kernel_module_load_is_tamper_or_a_named_gap() {
+    let script = "python3 -c '\
+import ctypes, os, sys\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+fd = os.open(\"/etc/hostname\", os.O_RDONLY)\n\
+r = libc.syscall(313, fd, b\"\", 0)\n\
+print(\"finit_module result\", r, \"errno\", ctypes.get_errno(), file=sys.stderr)\n\
+image = ctypes.create_string_buffer(16)\n\
+r = libc.syscall(175, image, 16, b\"\")\n\
+print(\"init_module result\", r, \"errno\", ctypes.get_errno(), file=sys.stderr)'";
+    let r = run_attack(
+        tempfile::tempdir().unwrap(),
+        &["--fail-on", "tamper"],
+        script,
+    );
+    let err = r.stderr();
+    assert!(
+        err.contains("finit_module result -1") && err.contains("init_module result -1"),
+        "{err}"
+    );
+    let hooked = Path::new("/sys/kernel/tracing/events/syscalls/sys_enter_finit_module").exists();
+    let gaps = r.report["probe"]["gaps"].to_string();
+    if hooked {
+        assert_eq!(r.code(), Some(3), "stderr: {err}");
+        let t = tamper(&r);
+        for call in ["finit_module", "init_module"] {
+            assert!(
+                t.iter().any(|v| v
+                    .summary
+                    .contains(&format!("called {call}: loading a kernel module"))),
+                "no tamper violation for {call}: {t:#?}"
+            );
+        }
+        assert!(!gaps.contains("_module could not be attached"), "{gaps}");
+    } else {
+        assert!(err.contains("finit_module result -1 errno 38"), "{err}");
+        for tp in ["sys_enter_finit_module", "sys_enter_init_module"] {
+            assert!(
+                gaps.contains(&format!(
+                    "{tp} could not be attached: this kernel has no such tracepoint"
+                )),
+                "no gap named for {tp}: {gaps}"
+            );
+        }
+    }
 }

@@ -13,6 +13,9 @@
 //!   group, int result)`: every signal generated for the monitor in a traced task's context,
 //!   whatever made it (kill of a process group, ptrace's stop, an i386 kill). Not a syscall
 //!   tracepoint: it costs untraced tasks no slow syscall path.
+//! - `sys_enter_init_module`, `sys_enter_finit_module`: every kernel module load by a traced
+//!   task (a module can hide anything once it runs: the record is made before it loads).
+//!   Kernels built without module support have no such tracepoints: a gap in `probe.gaps`.
 //! - opens (from `files.rs`, both hooks): a procfs file of a monitor thread, or an inode in
 //!   `OUTPUTS` (the log, the OCSF export, the summary, the signing key) whatever path reached it.
 //!
@@ -150,6 +153,24 @@ syscall_programs! {
     sys_enter_tgkill(ctx) => { aimed(EventKind::Signal, tamper::TGKILL, arg(&ctx, 1), arg(&ctx, 2)); 0 };
     sys_enter_pidfd_getfd(ctx) => { by_pidfd(&ctx, EventKind::Pidfd, tamper::PIDFD_GETFD); 0 };
     sys_enter_pidfd_send_signal(ctx) => { by_pidfd(&ctx, EventKind::Signal, tamper::PIDFD_SEND_SIGNAL); 0 };
+    sys_enter_init_module(ctx) => { module(tamper::INIT_MODULE, 0, arg(&ctx, 1), 0); 0 };
+    sys_enter_finit_module(ctx) => { module(tamper::FINIT_MODULE, arg(&ctx, 0), 0, arg(&ctx, 2)); 0 };
+}
+
+// ---- init_module, finit_module ----
+
+/// A kernel module load by a traced task, whatever the module (it fails without
+/// CAP_SYS_MODULE, `run --protect`; the attempt is on record either way).
+#[inline(always)]
+fn module(call: u32, fd: u64, len: u64, flags: u64) {
+    if !is_traced(current_tgid()) {
+        return;
+    }
+    let mut ev = event(EventKind::Module, call);
+    ev.detail = fd;
+    ev.target = len;
+    ev.code = flags;
+    send(EventKind::Module, ev);
 }
 
 #[inline(always)]

@@ -182,9 +182,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// Start the agent without the capabilities it would need to attack its monitor:
-    /// CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYS_ADMIN are taken out of its bounding
-    /// set (and ambient set) before its exec, so no process of its tree, root or setuid,
-    /// can hold them; the report's target.dropped_capabilities says so.
+    /// CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_SYS_MODULE are taken out of
+    /// its bounding set (and ambient set) before its exec, so no process of its tree, root or
+    /// setuid, can hold them; the report's target.dropped_capabilities says so.
     #[arg(long)]
     pub protect: bool,
     /// The agent's command line. Any bytes: an argument that is not UTF-8 is passed on as it

@@ -248,6 +248,22 @@ pub fn judge(own: &Own, t: &decode::Tamper) -> Option<Tamper> {
             }
             out.path = Some(path);
         }
+        EventKind::Module => {
+            let (op, how) = if t.call == call::FINIT_MODULE {
+                ("finit_module", format!("from fd {}", t.detail))
+            } else {
+                (
+                    "init_module",
+                    format!("from a {}-byte image in memory", t.target),
+                )
+            };
+            out.op = op.into();
+            out.what = Some("kernel module load".into());
+            out.summary = format!(
+                "pid {pid} called {op}: loading a kernel module {how}, which could hide \
+                 anything from the monitor once it runs"
+            );
+        }
         _ => return None,
     }
     Some(out)
@@ -269,6 +285,40 @@ mod tests {
             Some("fdinfo")
         );
         assert_eq!(proc_entry("/proc/77", 77), None);
+    }
+
+    #[test]
+    fn a_module_load_is_tamper_whatever_the_module() {
+        let t = decode::Tamper {
+            header: decode::Header {
+                tgid: 42,
+                pid: 42,
+                ktime_ns: 0,
+                start_ns: 0,
+                seq: 0,
+            },
+            kind: EventKind::Module,
+            call: call::FINIT_MODULE,
+            monitor: false,
+            code: 0,
+            target: 0,
+            detail: 3,
+            attr: [0; 2],
+            dev: 0,
+            ino: 0,
+            magic: 0,
+            result: 0,
+            path: None,
+            path_truncated: false,
+        };
+        let r = judge(&Own::default(), &t).expect("a tamper record");
+        assert_eq!(r.op, "finit_module");
+        assert!(
+            r.summary
+                .starts_with("pid 42 called finit_module: loading a kernel module from fd 3"),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]

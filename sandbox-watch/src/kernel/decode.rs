@@ -479,7 +479,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         | EventKind::TraceAccess
         | EventKind::Pidfd
         | EventKind::Signal
-        | EventKind::MonitorFile => {
+        | EventKind::MonitorFile
+        | EventKind::Module => {
             let t: common::TamperEvent = read(bytes).expect("length checked");
             let path = if kind == EventKind::MonitorFile {
                 Some(path_from_walk(take(kind, tail, t.path_len as usize)?))
@@ -967,7 +968,8 @@ mod tests {
             | EventKind::TraceAccess
             | EventKind::Pidfd
             | EventKind::Signal
-            | EventKind::MonitorFile => patch::<common::TamperEvent>(&mut bytes, |t| {
+            | EventKind::MonitorFile
+            | EventKind::Module => patch::<common::TamperEvent>(&mut bytes, |t| {
                 if fit {
                     t.path_len = len;
                 }

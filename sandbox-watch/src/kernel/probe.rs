@@ -172,6 +172,8 @@ const PROGRAMS: &[Program] = &[
     sys("sys_enter_kill", "kill of the monitor"),
     sys("sys_enter_tkill", "tkill of the monitor"),
     sys("sys_enter_tgkill", "tgkill of the monitor"),
+    sys("sys_enter_init_module", "kernel module loads by init_module"),
+    sys("sys_enter_finit_module", "kernel module loads by finit_module"),
     Program {
         name: "signal_generate",
         hook: Hook::Btf("signal_generate"),
@@ -694,6 +696,14 @@ fn attach(prog: &mut aya::programs::Program, p: &Program, btf: &Btf) -> Result<L
             Box::new(prog.take_link(id).map_err(e)?)
         }
         Hook::Syscall(tp) => {
+            // A kernel built without a syscall (init_module without CONFIG_MODULES) has no
+            // tracepoint for it: say so, and spare the verifier a program that cannot run.
+            let events = Path::new("/sys/kernel/tracing/events/syscalls");
+            if events.is_dir() && !events.join(tp).exists() {
+                return Err(
+                    "this kernel has no such tracepoint (built without that system call)".into(),
+                );
+            }
             let prog: &mut TracePoint = prog.try_into().map_err(e)?;
             prog.load().map_err(e)?;
             let id = prog.attach("syscalls", tp).map_err(e)?;

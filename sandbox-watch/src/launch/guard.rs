@@ -86,14 +86,15 @@ pub fn summary(pid: u32) -> String {
 }
 
 /// `run --protect`: the capabilities an agent needs to attack its monitor (load BPF or read
-/// its maps, open perf events, ptrace it, and the rest CAP_SYS_ADMIN allows), taken out of the
-/// agent's bounding set before its exec: after it no process of the tree can gain them, not
-/// as root, not through a setuid or file-capability program.
-pub const PROTECT: [(i32, &str); 4] = [
+/// its maps, open perf events, ptrace it, load a kernel module, and the rest CAP_SYS_ADMIN
+/// allows), taken out of the agent's bounding set before its exec: after it no process of the
+/// tree can gain them, not as root, not through a setuid or file-capability program.
+pub const PROTECT: [(i32, &str); 5] = [
     (39, "CAP_BPF"),
     (38, "CAP_PERFMON"),
     (19, "CAP_SYS_PTRACE"),
     (21, "CAP_SYS_ADMIN"),
+    (16, "CAP_SYS_MODULE"),
 ];
 
 /// Root's exec gives back the inheritable set too: refuses `--protect` when the monitor's

@@ -8,7 +8,11 @@
 //!   pidfd_open + pidfd_getfd (no BPF_MAP_GET_FD_BY_ID at all);
 //! - `seed-reads`: puts {tgid, dev, ino} of the key into READS with a count of 1 before reading
 //!   it, so the kernel counts the read as a repeat and never sends it;
-//! - `detach`: BPF_LINK_DETACH of every link the monitor holds, then acts.
+//! - `detach`: BPF_LINK_DETACH of every link the monitor holds, then acts;
+//! - `frozen`: BPF_MAP_GET_FD_BY_ID of the monitor's DROPS, SEQ and TRACED (ids from its
+//!   fdinfo), BPF_MAP_UPDATE_ELEM and BPF_MAP_DELETE_ELEM of each (one line each:
+//!   `NAME update: ok` or `NAME update: errno N`), an update of the writable READS with an
+//!   entry that hides nothing (inode 0), then acts.
 //!
 //! Exit status 0 when the bpf(2) part worked, 70 when it could not be done.
 #[path = "../attack_common.rs"]
@@ -96,11 +100,50 @@ fn main() {
             }
             act(&home, port);
         }
+        "frozen" => {
+            let monitor = monitor_pid();
+            for name in ["DROPS", "SEQ", "TRACED", "READS"] {
+                let Some(map) = monitor_map(monitor, name) else {
+                    die(&format!("the monitor holds no {name} map"))
+                };
+                let key = if name == "TRACED" {
+                    tgid().to_ne_bytes().to_vec()
+                } else {
+                    vec![0u8; map.info.key_size as usize]
+                };
+                let value = vec![0u8; value_bytes(&map.info)];
+                let result = |r: Result<(), std::io::Error>| match r {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => format!("errno {}", e.raw_os_error().unwrap_or(0)),
+                };
+                say(&format!(
+                    "{name} update: {} (map id {})",
+                    result(update(&map.fd, &key, &value)),
+                    map.info.id
+                ));
+                // READS: the entry just made hides nothing (no file has inode 0); keep it.
+                if name != "READS" {
+                    say(&format!("{name} delete: {}", result(delete(&map.fd, &key))));
+                }
+            }
+            act(&home, port);
+        }
         other => die(&format!(
-            "unknown mode {other:?}: untrace, untrace-getfd, seed-reads, detach"
+            "unknown mode {other:?}: untrace, untrace-getfd, seed-reads, detach, frozen"
         )),
     }
     drop(listener);
+}
+
+/// Bytes of a value buffer for BPF_MAP_UPDATE_ELEM: one value per possible CPU (each
+/// rounded up to 8 bytes) for the per-CPU maps.
+fn value_bytes(info: &MapInfo) -> usize {
+    const PERCPU_HASH: u32 = 5;
+    if matches!(info.map_type, PERCPU_HASH | BPF_MAP_TYPE_PERCPU_ARRAY) {
+        (info.value_size as usize).div_ceil(8) * 8 * possible_cpus()
+    } else {
+        info.value_size as usize
+    }
 }
 
 fn untrace_and_act(map: &Map, home: &std::path::Path, port: u16) {

@@ -9,6 +9,9 @@
 //!   another, each opening every file once (FILES × PROCS distinct reads: records the kernel
 //!   cannot fold into a count).
 //! - `open-each DIR FILES`: one of those processes.
+//! - `udp N`, `tcp N`: N datagrams, N loopback connections (see below).
+//! - `signals N`: N × kill(getpid(), SIGUSR1) with SIGUSR1 ignored: each is a kill(2) and a
+//!   generated signal, what the monitor's tamper hooks (sys_enter_kill, signal_generate) see.
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N"
+        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N | signals N"
     );
     std::process::exit(2)
 }
@@ -40,6 +43,7 @@ fn main() {
         ),
         Some("udp") => udp(num(args.get(1))),
         Some("tcp") => tcp(num(args.get(1))),
+        Some("signals") => signals(num(args.get(1))),
         Some("open-each") => open_each(
             Path::new(args.get(1).unwrap_or_else(|| usage())),
             num(args.get(2)),
@@ -163,6 +167,19 @@ fn udp(n: u64) {
     let buf = [0x55u8; 64];
     for _ in 0..n {
         let _ = tx.send_to(&buf, to);
+    }
+}
+
+/// N signals to itself, ignored (the kernel still generates each: `signal:signal_generate`
+/// fires with result "ignored").
+fn signals(n: u64) {
+    // SAFETY: SIG_IGN for SIGUSR1, then kill of this process: no handler runs.
+    unsafe {
+        libc::signal(libc::SIGUSR1, libc::SIG_IGN);
+        let me = libc::getpid();
+        for _ in 0..n {
+            libc::kill(me, libc::SIGUSR1);
+        }
     }
 }
 

@@ -257,7 +257,6 @@ impl Results<'_> {
                 Cond::Strace,
                 Cond::Bpftrace,
                 Cond::Auditd,
-                Cond::Floor,
             ] {
                 let Some(c) = self.cell(w, cond) else {
                     continue;
@@ -342,7 +341,7 @@ impl Results<'_> {
             "ratio: median / unmonitored median (the targets apply to it); paired: median over rounds of run / same round's\n\
 unmonitored run; cpu: the same ratio for the workload's own CPU time (user+sys of its tree, where the probes' kernel\n\
 time is charged; less moved by other load than wall time); floor: median / the floor's median (floor: the same workload\n\
-beside bpftrace holding a no-op program on sys_enter_execve, _openat, _sendto and _connect, what any syscall tracepoint costs).\n\
+beside bpftrace holding a no-op program on sys_enter_execve, _openat, _sendto, _connect and _kill, what any syscall tracepoint costs).\n\
 events: ring-buffer records per run; lost: total over all runs (bpftrace: its \"Lost N events\"; auditd: the kernel's audit lost counter).\n\
 user, sys: the monitor's CPU ms per run (start-up included: BPF load and verification is most of sys); watch: its CPU ms (user+sys) from attached to exit.\n\
 RSS MB: the monitor's peak RSS. Medians over the rounds throughout."
@@ -415,7 +414,7 @@ RSS MB: the monitor's peak RSS. Medians over the rounds throughout."
         if self.cells.iter().any(|c| c.cond == Cond::Floor) {
             let _ = writeln!(
                 t,
-                "floor: the workload unmonitored while a bpftrace program on sys_exit_openat that returns at once for every other pid is attached:\n\
+                "floor: the workload unmonitored while a no-op bpftrace program is attached to the entry tracepoints of the storms' syscalls (execve, openat, sendto, connect, kill):\n\
 any attached syscall tracepoint puts every task's syscalls on the kernel's traced path; the gap between it and `traced`/`outside` is ours"
             );
         }
