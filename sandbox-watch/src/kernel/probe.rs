@@ -156,7 +156,7 @@ const PROGRAMS: &[Program] = &[
     },
     Program {
         name: "net_dev_queue",
-        hook: Hook::Raw("net_dev_queue"),
+        hook: Hook::Btf("net_dev_queue"),
         gap: Some("datagrams and packets from the packet (UDP, raw, ICMP, AF_PACKET, io_uring sends)"),
         open_fallback: false,
     },
