@@ -517,9 +517,11 @@ SW_INLINE int sw_vsock_remote(void *sk, u32 *cid, u32 *port)
 // `l3` is where the packet's network header starts. IP sockets: where the IP layer put it.
 // Packet sockets: past the device's link header from `skb->data` (their network_header is the
 // frame's start); `ethertype` is then the frame's own type when the link header is Ethernet's,
-// else `skb->protocol`.
+// else `skb->protocol`. `end` is where the packet's linear part ends (`skb_tail_pointer`):
+// the bytes past it are in pages (a corked or GSO send).
 struct sw_skb_flow {
 	const u8 *l3;
+	const u8 *end;
 	void *sk;
 	void *dev;
 	u64 start_ns;
@@ -569,6 +571,7 @@ SW_INLINE int sw_skb_flow(struct sk_buff *skb, struct sw_skb_flow *out)
 	} else {
 		out->l3 = skb->head + skb->network_header;
 	}
+	out->end = skb->head + skb->tail;
 	return 1;
 }
 

@@ -65,6 +65,7 @@ unsafe extern "C" {
 #[repr(C)]
 pub struct SkbFlow {
     pub l3: *const u8,
+    pub end: *const u8,
     pub sk: Ptr,
     pub dev: Ptr,
     pub start_ns: u64,

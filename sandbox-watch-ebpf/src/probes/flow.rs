@@ -19,16 +19,24 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use sandbox_watch_common::{
-    EventKind, FLOW_ETHERTYPE, FLOW_UNAGGREGATED, FlowEvent, FlowKey, FlowValue,
-    abi::{AF_PACKET, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP},
+    DNS_MAX, EventKind, FLOW_ETHERTYPE, FLOW_UNAGGREGATED, FlowEvent, FlowKey, FlowValue, NET_DNS,
+    abi::{
+        AF_INET, AF_INET6, AF_PACKET, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP,
+        SOCK_DGRAM,
+    },
 };
 
+use super::net;
 use crate::{count_lost, current_tgid, header, is_traced, kernel::*, submit_value};
 
 /// bpf_map_update_elem: only when the key is not there yet.
 const BPF_NOEXIST: u64 = 1;
 const IPPROTO_SCTP: u32 = sandbox_watch_common::abi::IPPROTO_SCTP;
 const IPPROTO_UDPLITE: u32 = sandbox_watch_common::abi::IPPROTO_UDPLITE;
+
+const DNS_PORT: u32 = 53;
+/// The UDP header's size: the datagram starts past it.
+const UDP_HEADER: usize = 8;
 
 /// Bytes of the network header read at once: an IPv6 header and the first 8 bytes past it, or
 /// an IPv4 header of up to 10 words and the first 8 past one without options (ports, ICMP
@@ -112,6 +120,9 @@ fn flow(skb: Ptr, tgid: u32) -> Option<()> {
     if l4 != 0 && transport {
         key.dport = u16::from_be_bytes([ports[2], ports[3]]) as u32;
     }
+    if key.proto == IPPROTO_UDP && key.dport == DNS_PORT && s.sock_type == SOCK_DGRAM && !packet {
+        dns(&s, &key, l4);
+    }
     if packet {
         // A packet socket's destination is the device: one flow per interface.
         key.ifindex = s.ifindex;
@@ -156,6 +167,32 @@ fn flow(skb: Ptr, tgid: u32) -> Option<()> {
     ev.sk_netns = unsafe { sw_sk_netns(s.sk) };
     submit_value(EventKind::NetFlow, &mut ev);
     Some(())
+}
+
+/// A UDP datagram to port 53, whatever API sent it (sendto, sendmsg, sendmmsg, write or send
+/// on a connected socket, io_uring): a `NET_DNS` record with the destination the packet
+/// carries and the datagram's first `DNS_MAX` bytes, as far as they are in the packet's linear
+/// part (all of it unless the send was corked or GSO).
+#[inline(always)]
+fn dns(s: &SkbFlow, key: &FlowKey, l4: usize) {
+    let Some((base, ev, tail)) = net::event(NET_DNS) else {
+        return;
+    };
+    ev.family = if key.ip == 4 { AF_INET } else { AF_INET6 } as u32;
+    ev.sock_type = s.sock_type;
+    ev.protocol = IPPROTO_UDP;
+    ev.addr = key.daddr;
+    ev.port = key.dport;
+    ev.netns = unsafe { sw_sk_netns(s.sk) };
+    ev.sock = s.sk as u64;
+    let start = unsafe { s.l3.add(l4 + UDP_HEADER) };
+    let room = (s.end as usize).saturating_sub(start as usize);
+    let n = room.min(DNS_MAX) as u32;
+    if unsafe { bpf_probe_read_kernel(tail.cast(), n, start.cast()) } < 0 {
+        return;
+    }
+    ev.tail_len = n;
+    net::send(base, ev);
 }
 
 /// Adds a packet to its flow; false when the flow is not in the map.
