@@ -464,49 +464,11 @@ SW_INLINE u32 sw_sk_type(void *sk)
 	return BPF_CORE_READ((struct sock *)sk, sk_type);
 }
 
-// A full socket of a user process: not a request or time-wait mini socket (whose fields past
-// `sock_common` are something else: SYN-ACKs and ACKs sent in softirq carry them), and one
-// with a `struct file` (not a kernel socket: the ICMP socket that sends port-unreachables and
-// echo replies, TCP's control socket, tunnels).
-SW_INLINE int sw_sk_is_user(void *sk)
-{
-	u8 state = BPF_CORE_READ((struct sock *)sk, __sk_common.skc_state);
-	if (state == TCP_NEW_SYN_RECV || state == TCP_TIME_WAIT)
-		return 0;
-	struct socket *so = BPF_CORE_READ((struct sock *)sk, sk_socket);
-	return so && BPF_CORE_READ(so, file);
-}
-
 // The TCP byte counts of a connection: acknowledged by the peer (a FIN counts one), received.
 SW_INLINE void sw_tcp_bytes(void *sk, u64 *out)
 {
 	out[0] = BPF_CORE_READ((struct tcp_sock *)sk, bytes_acked);
 	out[1] = BPF_CORE_READ((struct tcp_sock *)sk, bytes_received);
-}
-
-SW_INLINE void *sw_skb_sk(void *skb)
-{
-	return BPF_CORE_READ((struct sk_buff *)skb, sk);
-}
-
-SW_INLINE void *sw_skb_dev(void *skb)
-{
-	return BPF_CORE_READ((struct sk_buff *)skb, dev);
-}
-
-SW_INLINE u32 sw_skb_len(void *skb)
-{
-	return BPF_CORE_READ((struct sk_buff *)skb, len);
-}
-
-SW_INLINE u32 sw_dev_netns(void *dev)
-{
-	return BPF_CORE_READ((struct net_device *)dev, nd_net.net, ns.inum);
-}
-
-SW_INLINE u32 sw_dev_ifindex(void *dev)
-{
-	return BPF_CORE_READ((struct net_device *)dev, ifindex);
 }
 
 // The device's name as the kernel holds it (`net_device.name`, IFNAMSIZ bytes).
@@ -540,27 +502,77 @@ SW_INLINE int sw_vsock_remote(void *sk, u32 *cid, u32 *port)
 	return 0;
 }
 
-// Where the packet's network header starts. IP sockets: where the IP layer put it. Packet
-// sockets: past the device's link header from `skb->data` (their network_header is the frame's
-// start); `*ethertype` is then the frame's own type when the link header is Ethernet's, else
-// `skb->protocol`.
-SW_INLINE const u8 *sw_skb_l3(void *skb, void *dev, u32 family, u32 *ethertype)
+// What a packet's flow needs from the kernel's objects, for the tp_btf program on
+// `net_dev_queue`. Its `skb` is a typed pointer (PTR_TO_BTF_ID): the field accesses below are
+// plain loads, CO-RE relocated, that the verifier lets fault safely (BPF_PROBE_MEM) - no helper
+// call each, as BPF_CORE_READ's bpf_probe_read_kernel would be. So this may only be called
+// with a pointer the verifier knows as a `struct sk_buff`.
+//
+// Returns 0 for a packet that is not counted: no socket; a request or time-wait mini socket
+// (whose fields past `sock_common` are something else: SYN-ACKs and ACKs sent in softirq carry
+// them); a socket without a `struct file` (a kernel socket: the ICMP socket that sends
+// port-unreachables and echo replies, TCP's control socket, tunnels); inet TCP (followed by
+// its states); no device.
+//
+// `l3` is where the packet's network header starts. IP sockets: where the IP layer put it.
+// Packet sockets: past the device's link header from `skb->data` (their network_header is the
+// frame's start); `ethertype` is then the frame's own type when the link header is Ethernet's,
+// else `skb->protocol`. `end` is where the packet's linear part ends (`skb_tail_pointer`):
+// the bytes past it are in pages (a corked or GSO send).
+struct sw_skb_flow {
+	const u8 *l3;
+	const u8 *end;
+	void *sk;
+	void *dev;
+	u64 start_ns;
+	u32 family;
+	u32 sock_type;
+	u32 ethertype;
+	u32 netns;
+	u32 ifindex;
+	u32 len;
+};
+
+SW_INLINE int sw_skb_flow(struct sk_buff *skb, struct sw_skb_flow *out)
 {
-	struct sk_buff *s = skb;
-	u16 proto = BPF_CORE_READ(s, protocol);
-	*ethertype = bpf_ntohs(proto);
+	struct sock *sk = skb->sk;
+	if (!sk)
+		return 0;
+	u8 state = sk->__sk_common.skc_state;
+	if (state == TCP_NEW_SYN_RECV || state == TCP_TIME_WAIT)
+		return 0;
+	struct socket *so = sk->sk_socket;
+	if (!so || !so->file)
+		return 0;
+	u32 family = sk->__sk_common.skc_family;
+	if ((family == 2 || family == 10) && sk->sk_protocol == IPPROTO_TCP) // AF_INET, AF_INET6
+		return 0;
+	struct net_device *dev = skb->dev;
+	if (!dev)
+		return 0;
+	out->sk = sk;
+	out->dev = dev;
+	out->family = family;
+	out->sock_type = sk->sk_type;
+	out->ethertype = bpf_ntohs(skb->protocol);
+	out->netns = dev->nd_net.net->ns.inum;
+	out->ifindex = dev->ifindex;
+	out->len = skb->len;
+	out->start_ns = bpf_get_current_task_btf()->group_leader->start_boottime;
 	if (family == 17) { // AF_PACKET
-		const u8 *data = BPF_CORE_READ(s, data);
-		u16 hlen = BPF_CORE_READ((struct net_device *)dev, hard_header_len);
+		const u8 *data = skb->data;
+		u16 hlen = dev->hard_header_len;
 		if (hlen == 14) {
 			u16 type = 0;
 			bpf_probe_read_kernel(&type, 2, data + 12);
-			*ethertype = bpf_ntohs(type);
+			out->ethertype = bpf_ntohs(type);
 		}
-		return data + hlen;
+		out->l3 = data + hlen;
+	} else {
+		out->l3 = skb->head + skb->network_header;
 	}
-	const u8 *head = BPF_CORE_READ(s, head);
-	return head + BPF_CORE_READ(s, network_header);
+	out->end = skb->head + skb->tail;
+	return 1;
 }
 
 // An io_uring worker or SQPOLL thread (PF_IO_WORKER): it runs requests, it made no syscall.

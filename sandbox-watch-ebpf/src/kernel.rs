@@ -51,19 +51,30 @@ unsafe extern "C" {
     pub fn sw_fd_pidfd_pid(task: Ptr, fd: u32) -> u32;
     pub fn sw_file_proc_pid(file: Ptr) -> u32;
     pub fn sw_sk_type(sk: Ptr) -> u32;
-    pub fn sw_sk_is_user(sk: Ptr) -> i32;
     pub fn sw_tcp_bytes(sk: Ptr, out: *mut u64);
-    pub fn sw_skb_sk(skb: Ptr) -> Ptr;
-    pub fn sw_skb_dev(skb: Ptr) -> Ptr;
-    pub fn sw_skb_len(skb: Ptr) -> u32;
-    pub fn sw_dev_netns(dev: Ptr) -> u32;
-    pub fn sw_dev_ifindex(dev: Ptr) -> u32;
+    /// Only with the typed `struct sk_buff *` of a tp_btf program (direct loads; see kernel.c).
+    pub fn sw_skb_flow(skb: Ptr, out: *mut SkbFlow) -> i32;
     pub fn sw_dev_name(dev: Ptr, out: *mut u8);
     pub fn sw_vsock_remote(sk: Ptr, cid: *mut u32, port: *mut u32) -> i32;
-    pub fn sw_skb_l3(skb: Ptr, dev: Ptr, family: u32, ethertype: *mut u32) -> *const u8;
     pub fn sw_task_io_worker(task: Ptr) -> u32;
     pub fn sw_syscall_nr() -> i64;
     pub fn sw_count_packet(counts: *mut u64, len: u64);
+}
+
+/// `struct sw_skb_flow` of kernel.c: what a packet's flow needs (filled by `sw_skb_flow`).
+#[repr(C)]
+pub struct SkbFlow {
+    pub l3: *const u8,
+    pub end: *const u8,
+    pub sk: Ptr,
+    pub dev: Ptr,
+    pub start_ns: u64,
+    pub family: u32,
+    pub sock_type: u32,
+    pub ethertype: u32,
+    pub netns: u32,
+    pub ifindex: u32,
+    pub len: u32,
 }
 
 /// `s_magic` of procfs.

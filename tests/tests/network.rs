@@ -108,14 +108,18 @@ print(port, dead)
 fn dns_names_through_sendto_and_a_connected_socket() {
     let py = DNS_QUERY.to_string()
         + r#"
+import os
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.sendto(query("first.sandbox-watch.test"), ("127.0.0.1", 53))
+socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(query("v6.sandbox-watch.test"), ("::1", 53))
 c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 c.connect(("127.0.0.1", 53))
 # Nothing listens on 127.0.0.1:53: after the first datagram the kernel reports the ICMP
 # refusal on the next send. The datagrams were sent all the same.
+# A write() on the connected socket is a question too: they are read from the packets.
 for send in (lambda: c.send(query("second.sandbox-watch.test", 28)),
              lambda: c.sendmsg([query("third.sandbox-watch.test")]),
+             lambda: os.write(c.fileno(), query("fourth.sandbox-watch.test")),
              lambda: c.send(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x3fcut")):
     try: send()
     except ConnectionRefusedError: send()
@@ -128,6 +132,8 @@ for send in (lambda: c.send(query("second.sandbox-watch.test", 28)),
         "first.sandbox-watch.test",
         "second.sandbox-watch.test",
         "third.sandbox-watch.test",
+        "fourth.sandbox-watch.test",
+        "v6.sandbox-watch.test",
     ] {
         assert!(names.contains(&want), "{want} in {names:?}");
     }
@@ -138,6 +144,22 @@ for send in (lambda: c.send(query("second.sandbox-watch.test", 28)),
     assert_eq!(second["qtype"], "AAAA");
     assert_eq!(second["addr"], "127.0.0.1");
     assert_eq!(second["port"], 53);
+    let fourth = dns
+        .iter()
+        .find(|n| n["name"] == "fourth.sandbox-watch.test")
+        .unwrap();
+    assert_eq!(
+        (fourth["addr"].as_str(), fourth["port"].as_u64()),
+        (Some("127.0.0.1"), Some(53))
+    );
+    let v6 = dns
+        .iter()
+        .find(|n| n["name"] == "v6.sandbox-watch.test")
+        .unwrap();
+    assert_eq!(
+        (v6["addr"].as_str(), v6["port"].as_u64()),
+        (Some("::1"), Some(53))
+    );
     assert!(
         dns.iter().any(|n| n["malformed"].is_string()),
         "a cut name is reported as malformed: {dns:#?}"

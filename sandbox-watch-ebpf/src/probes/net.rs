@@ -1,4 +1,5 @@
-//! Network: connects (and their later outcome), listeners, UDP servers and DNS queries.
+//! Network: connects (and their later outcome), listeners, UDP servers; the records DNS
+//! questions share with them.
 //!
 //! - `sys_enter/exit_connect`, `listen`, `bind`: the socket comes from the caller's fd table;
 //!   its type, protocol and **its own** network namespace are read from the `struct sock`.
@@ -6,22 +7,19 @@
 //!   kernel's socket holds (`conn.rs`): a difference is a racing caller.
 //! - A vsock connect's CID and port are the socket's own (`vsock_sock.remote_addr`) at the
 //!   exit, read through the C shim.
-//! - `sys_enter_sendto/sendmsg/sendmmsg`: a datagram to port 53 (given address, or the
-//!   connected peer) is sent with its first `DNS_MAX` bytes.
+//! - DNS questions are taken from the packets (`flow.rs`): a UDP datagram to port 53 sent by
+//!   any API is a `NET_DNS` record with its first `DNS_MAX` bytes.
 use aya_ebpf::{
     helpers::generated::bpf_probe_read_user, macros::tracepoint, programs::TracePointContext,
 };
 use sandbox_watch_common::{
-    DNS_MAX, EventKind, NET_BIND, NET_CONNECT, NET_DNS, NET_LISTEN, NET_VSOCK_PEER, NetEvent,
-    SOCKADDR_MAX,
+    DNS_MAX, EventKind, NET_BIND, NET_CONNECT, NET_LISTEN, NET_VSOCK_PEER, NetEvent, SOCKADDR_MAX,
 };
 
-use super::syscall::{RET, arg, syscall_programs};
+use super::syscall::{RET, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 use sandbox_watch_common::abi::{AF_INET, AF_INET6, AF_UNIX, AF_VSOCK, SOCK_DGRAM};
-
-const DNS_PORT: u32 = 53;
 
 /// Fills the event's socket fields from the socket behind `fd`; returns the `struct sock`.
 #[inline(always)]
@@ -66,17 +64,9 @@ fn sockaddr(ev: &mut NetEvent, tail: *mut u8, uaddr: u64, len: u64) -> u32 {
     n
 }
 
-/// The connected peer of a socket (for sends without an address).
+/// A record of `op` in this CPU's scratch area: the area, the record, and its tail.
 #[inline(always)]
-fn peer(ev: &mut NetEvent, sk: Ptr) {
-    unsafe {
-        sw_sk_remote_addr(sk, ev.addr.as_mut_ptr());
-        ev.port = u16::from_be(sw_sk_remote_port_be(sk) as u16) as u32;
-    }
-}
-
-#[inline(always)]
-fn event(op: u32) -> Option<(*mut u8, &'static mut NetEvent, *mut u8)> {
+pub(crate) fn event(op: u32) -> Option<(*mut u8, &'static mut NetEvent, *mut u8)> {
     let base = scratch()?;
     let ev = unsafe { &mut *base.cast::<NetEvent>() };
     *ev = NetEvent {
@@ -90,8 +80,9 @@ fn event(op: u32) -> Option<(*mut u8, &'static mut NetEvent, *mut u8)> {
     Some((base, ev, tail))
 }
 
+/// Sends the record `event` made, with its tail.
 #[inline(always)]
-fn send(base: *mut u8, ev: &NetEvent) {
+pub(crate) fn send(base: *mut u8, ev: &NetEvent) {
     let tail = (ev.tail_len as usize) & (2 * DNS_MAX - 1);
     submit(
         EventKind::Net,
@@ -175,113 +166,5 @@ fn local_endpoint(ctx: &TracePointContext, op: u32) {
         sw_sk_local_addr(sk, ev.addr.as_mut_ptr());
         ev.port = sw_sk_local_port(sk);
     }
-    send(base, ev);
-}
-
-// ---- DNS ----
-
-#[tracepoint(category = "syscalls", name = "sys_enter_sendto")]
-pub fn sys_enter_sendto(ctx: TracePointContext) -> u32 {
-    if !is_traced(current_tgid()) {
-        return 0;
-    }
-    // sendto(fd, buf, len, flags, addr, addrlen)
-    let (fd, buf, len, addr, addrlen) = (
-        arg(&ctx, 0),
-        arg(&ctx, 1),
-        arg(&ctx, 2),
-        arg(&ctx, 4),
-        arg(&ctx, 5),
-    );
-    dns(fd as u32, buf, len, addr, addrlen);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_sendmsg")]
-pub fn sys_enter_sendmsg(ctx: TracePointContext) -> u32 {
-    if !is_traced(current_tgid()) {
-        return 0;
-    }
-    dns_msghdr(arg(&ctx, 0) as u32, arg(&ctx, 1));
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_sendmmsg")]
-pub fn sys_enter_sendmmsg(ctx: TracePointContext) -> u32 {
-    if !is_traced(current_tgid()) {
-        return 0;
-    }
-    // The resolver sends its A and AAAA questions together: look at the first two.
-    let (fd, msgs, count) = (arg(&ctx, 0) as u32, arg(&ctx, 1), arg(&ctx, 2));
-    dns_msghdr(fd, msgs);
-    if count > 1 {
-        dns_msghdr(fd, msgs + MMSGHDR_SIZE);
-    }
-    0
-}
-
-/// Whether a send may go to port 53, known from the fewest reads: the port of the address
-/// given (bytes 2-3 of every inet sockaddr), or of the socket's peer when none is. Most sends
-/// are not DNS, and a storm of them pays this, not an event built and thrown away (`dns`
-/// reads everything again, and checks the family and type, for the few that pass).
-#[inline(always)]
-fn maybe_dns(fd: u32, addr: u64, addrlen: u64) -> bool {
-    if addr != 0 {
-        let mut head = [0u8; 4];
-        return addrlen >= 4
-            && unsafe { bpf_probe_read_user(head.as_mut_ptr().cast(), 4, addr as *const _) } == 0
-            && u16::from_be_bytes([head[2], head[3]]) as u32 == DNS_PORT;
-    }
-    let sk = unsafe { sw_file_sock(sw_task_fd_file(current_task(), fd)) };
-    !sk.is_null() && u16::from_be(unsafe { sw_sk_remote_port_be(sk) } as u16) as u32 == DNS_PORT
-}
-
-/// `struct mmsghdr { struct user_msghdr msg_hdr; unsigned int msg_len; }` (uapi, 64-bit).
-const MMSGHDR_SIZE: u64 = 64;
-
-/// `struct user_msghdr` (uapi, 64-bit): msg_name at 0, msg_namelen at 8, msg_iov at 16.
-#[inline(always)]
-fn dns_msghdr(fd: u32, msghdr: u64) {
-    let mut hdr = [0u64; 3];
-    if unsafe { bpf_probe_read_user(hdr.as_mut_ptr().cast(), 24, msghdr as *const _) } < 0 {
-        return;
-    }
-    let mut iov = [0u64; 2];
-    if unsafe { bpf_probe_read_user(iov.as_mut_ptr().cast(), 16, hdr[2] as *const _) } < 0 {
-        return;
-    }
-    dns(fd, iov[0], iov[1], hdr[0], hdr[1] & 0xffff_ffff);
-}
-
-/// Sends the first bytes of a UDP datagram bound for port 53.
-#[inline(always)]
-fn dns(fd: u32, buf: u64, len: u64, addr: u64, addrlen: u64) {
-    if !maybe_dns(fd, addr, addrlen) {
-        return;
-    }
-    let Some((base, ev, tail)) = event(NET_DNS) else {
-        return;
-    };
-    let sk = socket(ev, fd);
-    if sk.is_null() || ev.sock_type != SOCK_DGRAM {
-        return;
-    }
-    if addr != 0 {
-        sockaddr(ev, tail, addr, addrlen);
-    } else {
-        peer(ev, sk);
-    }
-    if ev.port != DNS_PORT {
-        return;
-    }
-    let n = if len > DNS_MAX as u64 {
-        DNS_MAX as u32
-    } else {
-        len as u32
-    };
-    if unsafe { bpf_probe_read_user(tail.cast(), n, buf as *const _) } < 0 {
-        return;
-    }
-    ev.tail_len = n;
     send(base, ev);
 }

@@ -135,9 +135,6 @@ const PROGRAMS: &[Program] = &[
     sys("sys_exit_connect", "connect"),
     sys("sys_exit_listen", "listen"),
     sys("sys_exit_bind", "UDP server bind"),
-    sys("sys_enter_sendto", "DNS over sendto"),
-    sys("sys_enter_sendmsg", "DNS over sendmsg"),
-    sys("sys_enter_sendmmsg", "DNS over sendmmsg"),
     sys("sys_exit_write", "output written with write"),
     sys("sys_exit_pwrite64", "output written with pwrite64"),
     sys("sys_exit_writev", "output of writev"),
@@ -156,8 +153,8 @@ const PROGRAMS: &[Program] = &[
     },
     Program {
         name: "net_dev_queue",
-        hook: Hook::Raw("net_dev_queue"),
-        gap: Some("datagrams and packets from the packet (UDP, raw, ICMP, AF_PACKET, io_uring sends)"),
+        hook: Hook::Btf("net_dev_queue"),
+        gap: Some("datagrams and packets from the packet (UDP, raw, ICMP, AF_PACKET, io_uring sends), and DNS questions"),
         open_fallback: false,
     },
     // The agent acting on its monitor (probes/tamper.rs).

@@ -91,7 +91,7 @@ pub struct ProbeInfo {
 pub const NOT_WATCHED: &[&str] = &[
     "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
-    "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from sendto/sendmsg/sendmmsg only)",
+    "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
 ];
