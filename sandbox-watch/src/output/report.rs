@@ -89,7 +89,7 @@ pub struct ProbeInfo {
 /// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
-    "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
+    "removexattr, and attribute changes made through io_uring (file operations here: opens, deletes, renames, links, and the chmod, chown, truncate, mkdir, setxattr and utime families)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from sendto/sendmsg/sendmmsg only)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
