@@ -86,7 +86,11 @@ fn file_capabilities_set_are_an_escalation() {
     assert!(e.get("result").is_none(), "the call worked: {e:#}");
     let v = escalations(&r);
     assert_eq!(v.len(), 1, "{:#?}", r.typed.violations);
-    assert!(v[0].summary.contains("security.capability"), "{}", v[0].summary);
+    assert!(
+        v[0].summary.contains("security.capability"),
+        "{}",
+        v[0].summary
+    );
 }
 
 /// Case 12f: a write-open of `/proc/sys/kernel/core_pattern`. Opened for writing and closed
@@ -137,7 +141,10 @@ fn plain_attribute_changes_are_entries_without_a_violation() {
     assert_eq!(chown["uid"], uid, "{chown:#}");
     assert!(chown.get("gid").is_none(), "the group was left: {chown:#}");
     let truncates = entries(&r, &file, "truncate");
-    assert!(truncates.iter().any(|e| e["length"] == 10), "{truncates:#?}");
+    assert!(
+        truncates.iter().any(|e| e["length"] == 10),
+        "{truncates:#?}"
+    );
     assert!(
         truncates
             .iter()
