@@ -85,6 +85,10 @@ pub enum EventKind {
     /// The first packet of a flow (datagrams, raw and packet frames, vsock data), or a DNS
     /// datagram: a [`FlowEvent`]; the flow's counts stay in the kernel's `FLOWS` map.
     NetFlow = 22,
+    // 30–34: files (issue 15, attribute changes and escalation).
+    /// A traced task changed a file's attributes (chmod, chown, truncate, mkdir, setxattr,
+    /// utime families): an [`AttrEvent`], from the syscall's exit.
+    Attr = 30,
 }
 
 impl EventKind {
@@ -109,6 +113,7 @@ impl EventKind {
         Self::NetConn,
         Self::NetConnEnd,
         Self::NetFlow,
+        Self::Attr,
         Self::ExecFailed,
         Self::Output,
     ];
@@ -136,6 +141,7 @@ impl EventKind {
             20 => Self::NetConn,
             21 => Self::NetConnEnd,
             22 => Self::NetFlow,
+            30 => Self::Attr,
             _ => return None,
         })
     }
@@ -163,6 +169,7 @@ impl EventKind {
             Self::NetConn => "net_conn",
             Self::NetConnEnd => "net_conn_end",
             Self::NetFlow => "net_flow",
+            Self::Attr => "attr",
         }
     }
 
@@ -190,6 +197,7 @@ impl EventKind {
             | Self::Module => core::mem::size_of::<TamperEvent>(),
             Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
             Self::NetFlow => core::mem::size_of::<FlowEvent>(),
+            Self::Attr => core::mem::size_of::<AttrEvent>(),
         }
     }
 }
@@ -251,7 +259,8 @@ const _: () = {
             | EventKind::Module
             | EventKind::NetConn
             | EventKind::NetConnEnd
-            | EventKind::NetFlow => 21,
+            | EventKind::NetFlow
+            | EventKind::Attr => 21,
         }
     }
     assert!(
@@ -776,6 +785,79 @@ pub struct FlowEvent {
     pub device: [u8; 16],
 }
 
+/// What an [`AttrEvent`] changed.
+pub mod attr {
+    /// chmod, fchmod, fchmodat, fchmodat2: `value` is the mode.
+    pub const CHMOD: u32 = 1;
+    /// chown, lchown, fchown, fchownat: `value` the uid, `value2` the gid (u32::MAX: unchanged).
+    pub const CHOWN: u32 = 2;
+    /// truncate, ftruncate: `value` the length.
+    pub const TRUNCATE: u32 = 3;
+    /// mkdir, mkdirat: `value` the mode.
+    pub const MKDIR: u32 = 4;
+    /// setxattr, lsetxattr, fsetxattr, setxattrat: the attribute's name in the tail (never its
+    /// value).
+    pub const SETXATTR: u32 = 5;
+    /// utimensat, utime, utimes, futimesat.
+    pub const UTIME: u32 = 6;
+    /// [`super::AttrEvent::flags`]: the attribute's name was longer than the bytes kept.
+    pub const NAME_TRUNCATED: u32 = 1 << 8;
+    /// Bytes kept of an extended attribute's name (XATTR_NAME_MAX is 255).
+    pub const NAME_MAX: usize = 256;
+
+    /// x86-64 system call numbers of the attribute calls (the record's `__syscall_nr`: one
+    /// program serves every tracepoint, and tells them apart by it).
+    pub mod nr {
+        pub const TRUNCATE: i32 = 76;
+        pub const FTRUNCATE: i32 = 77;
+        pub const MKDIR: i32 = 83;
+        pub const CHMOD: i32 = 90;
+        pub const FCHMOD: i32 = 91;
+        pub const CHOWN: i32 = 92;
+        pub const FCHOWN: i32 = 93;
+        pub const LCHOWN: i32 = 94;
+        pub const UTIME: i32 = 132;
+        pub const SETXATTR: i32 = 188;
+        pub const LSETXATTR: i32 = 189;
+        pub const FSETXATTR: i32 = 190;
+        pub const UTIMES: i32 = 235;
+        pub const MKDIRAT: i32 = 258;
+        pub const FCHOWNAT: i32 = 260;
+        pub const FUTIMESAT: i32 = 261;
+        pub const FCHMODAT: i32 = 268;
+        pub const UTIMENSAT: i32 = 280;
+        pub const FCHMODAT2: i32 = 452;
+        pub const SETXATTRAT: i32 = 463;
+    }
+}
+
+/// An attribute change by a traced task (see [`attr`]). Tail: `path_len` bytes of path (as a
+/// [`FileEvent`]'s, of kind `path_kind`), then `name_len` bytes of the extended attribute's
+/// name (setxattr only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttrEvent {
+    pub header: EventHeader,
+    /// An [`attr`] constant.
+    pub op: u32,
+    /// The system call number.
+    pub syscall: i32,
+    /// [`PATH_TRUNCATED`], [`attr::NAME_TRUNCATED`].
+    pub flags: u32,
+    pub path_kind: u32,
+    pub path_len: u32,
+    pub name_len: u32,
+    /// 0 or -errno.
+    pub result: i32,
+    /// A descriptor-based call: the file's `dev` (its `ino` and `magic` below); 0 otherwise.
+    pub dev: u32,
+    pub ino: u64,
+    pub magic: u64,
+    /// See [`attr`].
+    pub value: u64,
+    pub value2: u64,
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -837,4 +919,5 @@ mod user {
     unsafe impl aya::Pod for FlowKey {}
     unsafe impl aya::Pod for FlowValue {}
     unsafe impl aya::Pod for FlowEvent {}
+    unsafe impl aya::Pod for AttrEvent {}
 }

@@ -666,6 +666,10 @@ impl Capture {
                 let r = from_kernel::failed_open(&self.classifier, &f);
                 self.emit(at, r);
             }
+            Event::Attr(a) => {
+                let r = from_kernel::attr(&self.classifier, &a);
+                self.emit(at, r);
+            }
             Event::Output(chunk) => {
                 let probe = &self.probe;
                 self.outputs.chunk(&chunk, || {

@@ -1,4 +1,5 @@
 //! One file per hook family. Each names the kernel hook and the prototype it relies on.
+mod attr;
 mod conn;
 mod files;
 mod flow;

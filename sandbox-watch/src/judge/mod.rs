@@ -1,5 +1,6 @@
 pub mod classify;
 pub mod dns;
+pub mod escalation;
 pub mod identity;
 pub mod netpolicy;
 pub mod redact;

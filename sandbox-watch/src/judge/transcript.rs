@@ -423,6 +423,7 @@ pub fn reconcile(report: &mut Report, path: &str, t: Transcript) {
             v.kind,
             ViolationKind::Credential
                 | ViolationKind::Persistence
+                | ViolationKind::Escalation
                 | ViolationKind::Outside
                 | ViolationKind::Network
         ) || !info.undeclared.iter().any(|u| u == id)

@@ -172,6 +172,41 @@ pub struct Tamper {
     pub path_truncated: bool,
 }
 
+/// What an attribute call changed (`sandbox_watch_common::attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttrOp {
+    Chmod,
+    Chown,
+    Truncate,
+    Mkdir,
+    Setxattr,
+    Utime,
+}
+
+/// An attribute change (chmod, chown, truncate, mkdir, setxattr, utime families).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub header: Header,
+    pub op: AttrOp,
+    /// The system call's number.
+    pub syscall: i32,
+    /// Walked from the descriptor's file, or the directory from the kernel and the name as
+    /// given.
+    pub path: String,
+    pub path_truncated: bool,
+    /// The file's identity, for descriptor-based calls.
+    pub file: Option<(u32, u64, u64)>,
+    /// chmod, mkdir: the mode; chown: the uid; truncate: the length.
+    pub value: u64,
+    /// chown: the gid.
+    pub value2: u64,
+    /// setxattr: the attribute's name.
+    pub name: Option<String>,
+    pub name_truncated: bool,
+    /// 0 or -errno.
+    pub result: i32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Fork {
@@ -199,6 +234,7 @@ pub enum Event {
     Tamper(Tamper),
     Conn(Conn),
     Flow(Flow),
+    Attr(Attr),
 }
 
 /// What a [`Conn`] says (see `sandbox_watch_common::conn`).
@@ -273,6 +309,7 @@ impl Event {
             Event::Tamper(t) => &t.header,
             Event::Conn(c) => &c.header,
             Event::Flow(f) => &f.header,
+            Event::Attr(a) => &a.header,
         }
     }
 }
@@ -289,6 +326,8 @@ pub enum DecodeError {
     UnknownStream(u32),
     #[error("unknown connection operation {0}")]
     UnknownConnOp(u32),
+    #[error("unknown attribute operation {0}")]
+    UnknownAttrOp(u32),
     #[error("{kind} record of {len} bytes is shorter than its fixed part ({need})")]
     Truncated {
         kind: &'static str,
@@ -473,6 +512,34 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             } else {
                 Event::Unlink(op)
             }
+        }
+        EventKind::Attr => {
+            use common::attr;
+            let a: common::AttrEvent = read(bytes).expect("length checked");
+            let op = match a.op {
+                attr::CHMOD => AttrOp::Chmod,
+                attr::CHOWN => AttrOp::Chown,
+                attr::TRUNCATE => AttrOp::Truncate,
+                attr::MKDIR => AttrOp::Mkdir,
+                attr::SETXATTR => AttrOp::Setxattr,
+                attr::UTIME => AttrOp::Utime,
+                n => return Err(DecodeError::UnknownAttrOp(n)),
+            };
+            let path = take(kind, tail, a.path_len as usize)?;
+            let name = take(kind, &tail[path.len()..], a.name_len as usize)?;
+            Event::Attr(Attr {
+                header: hdr,
+                op,
+                syscall: a.syscall,
+                path: path_of(a.path_kind, path),
+                path_truncated: a.flags & common::PATH_TRUNCATED != 0,
+                file: (a.path_kind == common::PATH_FROM_FILE).then_some((a.dev, a.ino, a.magic)),
+                value: a.value,
+                value2: a.value2,
+                name: (op == AttrOp::Setxattr).then(|| escape(until_nul(name))),
+                name_truncated: a.flags & attr::NAME_TRUNCATED != 0,
+                result: a.result,
+            })
         }
         EventKind::Bpf
         | EventKind::BpfFd
@@ -998,6 +1065,12 @@ mod tests {
                 })
             }
             EventKind::NetFlow => {}
+            EventKind::Attr => patch::<common::AttrEvent>(&mut bytes, |a| {
+                if fit {
+                    (a.path_len, a.name_len) = (split, len - split);
+                    a.op = 1 + (r >> 40) as u32 % 6;
+                }
+            }),
         }
         bytes.extend_from_slice(tail);
         bytes

@@ -73,6 +73,8 @@ enum Hook {
     Syscall(&'static str),
     /// A BTF-typed tracepoint (`tp_btf`).
     Btf(&'static str),
+    /// One program attached to several syscall tracepoints (it reads which from the record).
+    Syscalls(&'static [&'static str]),
 }
 
 struct Program {
@@ -171,12 +173,44 @@ const PROGRAMS: &[Program] = &[
     sys("sys_enter_tgkill", "tgkill of the monitor"),
     sys("sys_enter_init_module", "kernel module loads by init_module"),
     sys("sys_enter_finit_module", "kernel module loads by finit_module"),
+    // Attribute changes (probes/attr.rs): one program verified once, attached to each.
+    Program {
+        name: "sys_exit_attr",
+        hook: Hook::Syscalls(ATTR_CALLS),
+        gap: Some("attribute changes"),
+        open_fallback: false,
+    },
     Program {
         name: "signal_generate",
         hook: Hook::Btf("signal_generate"),
         gap: Some("signals to the monitor"),
         open_fallback: false,
     },
+];
+
+/// The exits `sys_exit_attr` is attached to (kernels without fchmodat2, 6.6, or setxattrat,
+/// 6.13, do not have those calls at all: not a gap).
+const ATTR_CALLS: &[&str] = &[
+    "sys_exit_chmod",
+    "sys_exit_fchmod",
+    "sys_exit_fchmodat",
+    "sys_exit_fchmodat2",
+    "sys_exit_chown",
+    "sys_exit_lchown",
+    "sys_exit_fchown",
+    "sys_exit_fchownat",
+    "sys_exit_truncate",
+    "sys_exit_ftruncate",
+    "sys_exit_mkdir",
+    "sys_exit_mkdirat",
+    "sys_exit_setxattr",
+    "sys_exit_lsetxattr",
+    "sys_exit_fsetxattr",
+    "sys_exit_setxattrat",
+    "sys_exit_utimensat",
+    "sys_exit_utime",
+    "sys_exit_utimes",
+    "sys_exit_futimesat",
 ];
 
 /// The programs attached by hand, not from `PROGRAMS`: fentry on security_file_open, and the
@@ -414,9 +448,15 @@ impl Probe {
                 }
             }
         }
+        for p in PROGRAMS {
+            if let Hook::Syscalls(tracepoints) = p.hook {
+                gaps.extend(attach_each(&mut ebpf, p, tracepoints, &mut links));
+            }
+        }
         let wanted: Vec<&Program> = PROGRAMS
             .iter()
             .filter(|p| !(p.open_fallback && file_hook == FileHook::Fentry))
+            .filter(|p| !matches!(p.hook, Hook::Syscalls(_)))
             .collect();
         for (p, attached) in wanted.iter().zip(attach_all(&mut ebpf, &wanted, &btf)) {
             match attached {
@@ -577,6 +617,7 @@ fn hook_name(hook: &Hook) -> String {
         Hook::Raw(tp) => format!("raw_tracepoint/{tp}"),
         Hook::Syscall(tp) => format!("tracepoint/syscalls/{tp}"),
         Hook::Btf(tp) => format!("tp_btf/{tp}"),
+        Hook::Syscalls(tps) => format!("tracepoint/syscalls/{{{}}}", tps.join(",")),
     }
 }
 
@@ -712,7 +753,60 @@ fn attach(prog: &mut aya::programs::Program, p: &Program, btf: &Btf) -> Result<L
             let id = prog.attach().map_err(e)?;
             Box::new(prog.take_link(id).map_err(e)?)
         }
+        Hook::Syscalls(_) => return Err("attached by attach_each".into()),
     })
+}
+
+/// Loads one program and attaches it to each syscall tracepoint: the gaps of those that could
+/// not be attached (a tracepoint this kernel does not have is no gap: nor is the call).
+fn attach_each(
+    ebpf: &mut Ebpf,
+    p: &Program,
+    tracepoints: &[&str],
+    links: &mut Vec<Link>,
+) -> Vec<String> {
+    let what = p.gap.unwrap_or(p.name);
+    let e = |e: ProgramError| causes(&e);
+    let prog: Result<&mut TracePoint, String> = ebpf
+        .program_mut(p.name)
+        .ok_or_else(|| "program missing from the object".to_string())
+        .and_then(|prog| prog.try_into().map_err(e))
+        .and_then(|prog: &mut TracePoint| prog.load().map(|()| prog).map_err(e));
+    let prog = match prog {
+        Ok(prog) => prog,
+        Err(error) => {
+            log::warn!("{} not loaded: {error}", p.name);
+            return vec![format!(
+                "{what} ({} could not be loaded: {error})",
+                hook_name(&p.hook)
+            )];
+        }
+    };
+    let mut gaps = Vec::new();
+    for tp in tracepoints {
+        match prog
+            .attach("syscalls", tp)
+            .and_then(|id| prog.take_link(id))
+        {
+            Ok(link) => links.push(Box::new(link)),
+            Err(_)
+                if !Path::new("/sys/kernel/tracing/events/syscalls")
+                    .join(tp)
+                    .exists() =>
+            {
+                log::info!("{tp}: no such tracepoint on this kernel (nor the call)");
+            }
+            Err(error) => {
+                let error = e(error);
+                log::warn!("{} not attached to {tp}: {error}", p.name);
+                let call = tp.trim_start_matches("sys_exit_");
+                gaps.push(format!(
+                    "{what}: {call} calls (tracepoint/syscalls/{tp} could not be attached: {error})"
+                ));
+            }
+        }
+    }
+    gaps
 }
 
 fn attach_fentry(ebpf: &mut Ebpf, btf: &Btf) -> Result<Link, String> {
@@ -781,6 +875,9 @@ mod tests {
         assert_eq!(attached, in_object);
         // Syscall programs are attached by their name: each is a real tracepoint's.
         for p in PROGRAMS {
+            if let Hook::Syscalls(tps) = p.hook {
+                assert!(tps.iter().all(|tp| tp.starts_with("sys_exit_")), "{tps:?}");
+            }
             if let Hook::Syscall(tp) = p.hook {
                 assert_eq!(p.name, tp);
                 assert!(

@@ -89,7 +89,7 @@ pub struct ProbeInfo {
 /// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
-    "mkdir, chmod, chown and truncate (file operations here: opens, deletes, renames and links)",
+    "removexattr, and attribute changes made through io_uring (file operations here: opens, deletes, renames, links, and the chmod, chown, truncate, mkdir, setxattr and utime families)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
@@ -675,6 +675,15 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             summary,
         ));
     }
+    for f in &parts.files {
+        let Some(why) = &f.escalation else { continue };
+        out.push(Violation::in_step(
+            f.tool_call.clone(),
+            ViolationKind::Escalation,
+            Some(f.pid),
+            escalation_summary(f, why),
+        ));
+    }
     for g in environ_groups(&parts.files) {
         let who = processes
             .iter()
@@ -1031,6 +1040,11 @@ impl Report {
             .filter(|f| f.persistence && f.result.is_none())
             .map(landed)
             .collect();
+        let escalations: Vec<String> = self
+            .files
+            .iter()
+            .filter_map(|f| Some(escalation_summary(f, f.escalation.as_ref()?)))
+            .collect();
         let (expected, failed): (Vec<&FileEntry>, Vec<&FileEntry>) = self
             .files
             .iter()
@@ -1061,6 +1075,12 @@ impl Report {
             "- **Persistence written**: {}\n",
             list_or_none(&pers)
         ));
+        if !escalations.is_empty() {
+            s.push_str(&format!(
+                "- **Escalation**: {}\n",
+                no_html(&cut(&escalations.join("; "), 400))
+            ));
+        }
         if !failed.is_empty() || !expected.is_empty() {
             let mut by: BTreeMap<&str, u64> = BTreeMap::new();
             for f in &expected {
@@ -1432,6 +1452,25 @@ fn counted(names: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// An escalation finding as the violations and the summary say it: `pid 7 changed the mode of
+/// /w/x to 4755 (the setuid bit)`.
+fn escalation_summary(f: &FileEntry, why: &str) -> String {
+    let path = clean(&f.path);
+    let to = match (&f.mode, &f.xattr) {
+        (Some(mode), _) if f.op == Op::Chmod => format!(" to {mode}"),
+        (_, Some(name)) => format!(" ({})", clean(name)),
+        _ => String::new(),
+    };
+    match &f.result {
+        Some(error) => format!(
+            "pid {} tried to {} {path}{to} (failed: {error}; {why})",
+            f.pid,
+            f.op.attempt()
+        ),
+        None => format!("pid {} {} {path}{to} ({why})", f.pid, f.op.past()),
+    }
 }
 
 /// `first` sorted (the files by name), then `then` in its order (grouped findings), at most

@@ -128,6 +128,12 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         declared: None,
         declared_by: None,
         same_inode_as: None,
+        mode: None,
+        uid: None,
+        gid: None,
+        length: None,
+        xattr: None,
+        escalation: None,
     }
 }
 
@@ -158,7 +164,17 @@ pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
         verified: c.verified,
         unverified_reason: c.reason,
         persistence: c.persistence,
+        escalation: escalation_of_open(op, &open.path, open.magic),
         ..named(open.header.tgid, op, open.path.clone())
+    }
+}
+
+/// A write-open of a kernel helper setting (`judge::escalation`).
+fn escalation_of_open(op: Op, path: &str, magic: u64) -> Option<String> {
+    if matches!(op, Op::Write | Op::Create) {
+        crate::judge::escalation::of_write(path, magic)
+    } else {
+        None
     }
 }
 
@@ -177,8 +193,79 @@ pub fn failed_open(classifier: &Classifier, f: &FailedOpen) -> Record {
             .then(|| "the open failed: the path is the caller's".to_string()),
         persistence: c.persistence,
         result: Some(errno_name(f.result)),
+        escalation: escalation_of_open(op, &f.path, 0),
         ..named(f.header.tgid, op, f.path.clone())
     }))
+}
+
+/// An attribute change (chmod, chown, truncate, mkdir, setxattr, utime families), done or
+/// failed: an entry with its op and what it asked for. Judged as a change of the file
+/// (credential, persistence: `chmod +x` of a git hook arms it) and for escalation.
+pub fn attr(classifier: &Classifier, a: &decode::Attr) -> Record {
+    use decode::AttrOp;
+    let op = match a.op {
+        AttrOp::Chmod => Op::Chmod,
+        AttrOp::Chown => Op::Chown,
+        AttrOp::Truncate => Op::Truncate,
+        AttrOp::Mkdir => Op::Mkdir,
+        AttrOp::Setxattr => Op::Setxattr,
+        AttrOp::Utime => Op::Utime,
+    };
+    // Nothing there (or, for mkdir -p, already there): only the log keeps it.
+    if matches!(-a.result, libc::ENOENT | libc::ENOTDIR)
+        || (op == Op::Mkdir && -a.result == libc::EEXIST)
+    {
+        return Record::FileFailed(FileFailed::Missing(Missing {
+            pid: a.header.tgid,
+            op,
+            path: a.path.clone(),
+            new_path: None,
+            result: errno_name(a.result),
+        }));
+    }
+    let (c, same_inode_as) = match a.file {
+        Some((dev, ino, magic)) => {
+            classifier.classify_file(&a.path, magic, a.path_truncated, true, (dev, ino))
+        }
+        None => (
+            classifier.classify(&a.path, 0, a.path_truncated, true),
+            None,
+        ),
+    };
+    let id = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);
+    let mode = matches!(op, Op::Chmod | Op::Mkdir).then(|| format!("{:o}", a.value & 0o7777));
+    let escalation = match op {
+        Op::Chmod => crate::judge::escalation::of_chmod(a.value),
+        Op::Setxattr => a
+            .name
+            .as_deref()
+            .and_then(crate::judge::escalation::of_xattr),
+        Op::Truncate => crate::judge::escalation::of_write(&a.path, a.file.map_or(0, |f| f.2)),
+        _ => None,
+    };
+    let mut entry = FileEntry {
+        same_inode_as,
+        path_truncated: a.path_truncated,
+        credential: c.credential,
+        verified: c.verified && a.file.is_some(),
+        unverified_reason: c.reason,
+        persistence: c.persistence,
+        result: (a.result != 0).then(|| errno_name(a.result)),
+        mode,
+        uid: (op == Op::Chown).then(|| id(a.value)).flatten(),
+        gid: (op == Op::Chown).then(|| id(a.value2)).flatten(),
+        length: (op == Op::Truncate).then_some(a.value),
+        xattr: a.name.clone(),
+        escalation,
+        ..named(a.header.tgid, op, a.path.clone())
+    };
+    if let Some((dev, ino, magic)) = a.file {
+        entry.fs = Some(classify::fs_name(magic).to_string());
+        entry.magic = Some(classify::magic_hex(magic));
+        entry.dev = Some(dev_string(dev));
+        entry.ino = Some(ino);
+    }
+    file_or_failed(entry)
 }
 
 /// An entry, or a failed one (`file_failed`) when it has a result.

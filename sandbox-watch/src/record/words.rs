@@ -17,6 +17,19 @@ pub enum Op {
     /// An O_PATH open: the file named and held, neither read nor written (its descriptor can
     /// be passed on, reopened through /proc/self/fd, or used as a directory for `*at` calls).
     Path,
+    /// The mode changed (chmod, fchmod, fchmodat, fchmodat2): `mode`.
+    Chmod,
+    /// The owner changed (chown, lchown, fchown, fchownat): `uid`, `gid`.
+    Chown,
+    /// Cut or extended to `length` (truncate, ftruncate).
+    Truncate,
+    /// A directory made (mkdir, mkdirat): `mode`.
+    Mkdir,
+    /// An extended attribute set (setxattr, lsetxattr, fsetxattr, setxattrat): `xattr` (its
+    /// name; never its value).
+    Setxattr,
+    /// The access and modification times set (utimensat, utime, utimes, futimesat).
+    Utime,
 }
 
 impl Op {
@@ -29,6 +42,12 @@ impl Op {
             Op::Delete => "delete",
             Op::Rename => "rename",
             Op::Path => "path",
+            Op::Chmod => "chmod",
+            Op::Chown => "chown",
+            Op::Truncate => "truncate",
+            Op::Mkdir => "mkdir",
+            Op::Setxattr => "setxattr",
+            Op::Utime => "utime",
         }
     }
 
@@ -41,6 +60,12 @@ impl Op {
             Op::Delete => "deleted",
             Op::Rename => "renamed",
             Op::Path => "opened (O_PATH)",
+            Op::Chmod => "changed the mode of",
+            Op::Chown => "changed the owner of",
+            Op::Truncate => "truncated",
+            Op::Mkdir => "made the directory",
+            Op::Setxattr => "set an extended attribute of",
+            Op::Utime => "set the times of",
         }
     }
 
@@ -52,6 +77,12 @@ impl Op {
             Op::Delete => "delete",
             Op::Rename => "rename",
             Op::Path => "open",
+            Op::Chmod => "change the mode of",
+            Op::Chown => "change the owner of",
+            Op::Truncate => "truncate",
+            Op::Mkdir => "make the directory",
+            Op::Setxattr => "set an extended attribute of",
+            Op::Utime => "set the times of",
         }
     }
 
@@ -64,6 +95,10 @@ impl Op {
             Op::Delete => (4, "Delete"),
             Op::Rename => (5, "Rename"),
             Op::Path => (14, "Open"),
+            Op::Truncate => (3, "Update"),
+            Op::Mkdir => (1, "Create"),
+            Op::Setxattr | Op::Utime => (6, "Set Attributes"),
+            Op::Chmod | Op::Chown => (7, "Set Security"),
         }
     }
 
@@ -167,6 +202,10 @@ pub enum ViolationKind {
     Credential,
     /// A persistence file (shell rc, systemd unit, git hook, …) written.
     Persistence,
+    /// A way to run as root, or outside the tree, set up: a setuid or setgid bit set, a
+    /// `security.capability` attribute set, or a write-open of the kernel's helper settings
+    /// (`/proc/sys/kernel/core_pattern`, `/proc/sys/kernel/modprobe`, binfmt_misc).
+    Escalation,
     /// A destination `--allow-net` does not allow.
     Network,
     /// Records lost in the kernel.
@@ -180,7 +219,7 @@ pub enum ViolationKind {
     /// A step's process acted after the step's own process had ended (a `nohup`, `setsid` or
     /// `&` leftover that wrote, connected or ran a program later).
     Outlived,
-    /// A credential, persistence, outside or network finding under a step the agent's
+    /// A credential, persistence, escalation, outside or network finding under a step the agent's
     /// transcript does not declare (`--transcript`).
     Undeclared,
     /// `--otlp`: records not delivered to the collector by the end.
@@ -192,6 +231,7 @@ impl ViolationKind {
         ViolationKind::Outside,
         ViolationKind::Credential,
         ViolationKind::Persistence,
+        ViolationKind::Escalation,
         ViolationKind::Network,
         ViolationKind::Lost,
         ViolationKind::Leftover,
@@ -206,6 +246,7 @@ impl ViolationKind {
             ViolationKind::Outside => "outside",
             ViolationKind::Credential => "credential",
             ViolationKind::Persistence => "persistence",
+            ViolationKind::Escalation => "escalation",
             ViolationKind::Network => "network",
             ViolationKind::Lost => "lost",
             ViolationKind::Leftover => "leftover",
@@ -231,7 +272,20 @@ mod tests {
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
             assert_eq!(ViolationKind::parse(k.as_str()), Some(*k));
         }
-        for op in [Op::Read, Op::Write, Op::Create, Op::Delete, Op::Rename] {
+        for op in [
+            Op::Read,
+            Op::Write,
+            Op::Create,
+            Op::Delete,
+            Op::Rename,
+            Op::Path,
+            Op::Chmod,
+            Op::Chown,
+            Op::Truncate,
+            Op::Mkdir,
+            Op::Setxattr,
+            Op::Utime,
+        ] {
             assert_eq!(serde_json::to_value(op).unwrap(), op.as_str());
         }
         for op in [

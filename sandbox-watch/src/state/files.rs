@@ -81,6 +81,24 @@ pub struct FileEntry {
     /// inode by another path (a hard link, a bind mount, a detached tree, a file handle).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub same_inode_as: Option<String>,
+    /// chmod, mkdir: the mode asked for, in octal (`4755`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mode: Option<String>,
+    /// chown: the owner and group asked for (absent: left as they were).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub uid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gid: Option<u32>,
+    /// truncate: the length asked for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub length: Option<u64>,
+    /// setxattr: the attribute's name (never its value).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xattr: Option<String>,
+    /// Why it is an `escalation` finding (a setuid bit, file capabilities, a write-open of
+    /// core_pattern, …), when it is one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub escalation: Option<String>,
 }
 
 fn one() -> u64 {
@@ -261,9 +279,16 @@ impl Files {
             return None;
         }
         match e.op {
-            Op::Write | Op::Create => Some(&e.path),
+            Op::Write | Op::Create | Op::Truncate => Some(&e.path),
             Op::Rename => e.new_path.as_deref(),
-            Op::Read | Op::Delete | Op::Path => None,
+            Op::Read
+            | Op::Delete
+            | Op::Path
+            | Op::Chmod
+            | Op::Chown
+            | Op::Mkdir
+            | Op::Setxattr
+            | Op::Utime => None,
         }
     }
 

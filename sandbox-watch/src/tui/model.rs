@@ -398,6 +398,7 @@ pub(crate) fn file_matches(f: &FileEntry, pat: &str) -> bool {
         || contains_ci(&f.pid.to_string(), pat)
         || (f.credential && contains_ci("credential", pat))
         || (f.persistence && contains_ci("persistence", pat))
+        || (f.escalation.is_some() && contains_ci("escalation", pat))
 }
 
 /// Where a network entry went, as the Network view shows it.
@@ -568,6 +569,9 @@ pub(crate) fn summarize(r: &Record) -> String {
             }
             if f.persistence {
                 s.push_str("  [persistence]");
+            }
+            if f.escalation.is_some() {
+                s.push_str("  [escalation]");
             }
             s
         }

@@ -615,6 +615,9 @@ fn build_row(
             if r.persistence {
                 flags.push("persist".to_string());
             }
+            if r.escalation.is_some() {
+                flags.push("escalation".to_string());
+            }
             if let Some(res) = &r.result {
                 flags.push(format!("failed {res}"));
             }
@@ -632,7 +635,7 @@ fn build_row(
                 Cell::from(flags.join(" ")),
                 Cell::from(tail(&path, flex)),
             ]);
-            Some(if r.credential {
+            Some(if r.credential || r.escalation.is_some() {
                 row.style(theme.credential())
             } else if r.persistence {
                 row.style(theme.persistence())
@@ -684,6 +687,7 @@ fn build_row(
                     | ViolationKind::Network
                     | ViolationKind::Credential
                     | ViolationKind::Undeclared
+                    | ViolationKind::Escalation
                     | ViolationKind::Tamper,
                 ) => theme.bad(),
                 AlertKind::Violation(
@@ -844,6 +848,8 @@ fn step_row(
             );
             let (note, style) = if f.credential {
                 ("credential".to_string(), theme.credential())
+            } else if f.escalation.is_some() {
+                ("escalation".to_string(), theme.credential())
             } else if f.persistence {
                 ("persist".to_string(), theme.persistence())
             } else if f.result.is_some() {

@@ -218,10 +218,29 @@ impl App {
         entry: usize,
         raw: &Arc<str>,
     ) {
+        use crate::record::ViolationKind;
+        if let Some(why) = &f.escalation {
+            let summary = match failed {
+                Some(error) => format!(
+                    "pid {} tried to {} {} (failed: {error}; {why})",
+                    f.pid,
+                    f.op.attempt(),
+                    f.path
+                ),
+                None => format!("pid {} {} {} ({why})", f.pid, f.op.past(), f.path),
+            };
+            self.alerts.push(Alert {
+                at_ns: at,
+                kind: AlertKind::Violation(ViolationKind::Escalation),
+                pid: Some(f.pid),
+                summary,
+                violation: false,
+                raw: Some(raw.clone()),
+            });
+        }
         if !(f.credential || f.persistence) {
             return;
         }
-        use crate::record::ViolationKind;
         if f.credential && crate::judge::classify::is_environ(&f.path) {
             return self.environ_alert(at, f, failed.is_some(), entry, raw);
         }
