@@ -93,7 +93,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 22] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -260,7 +260,7 @@ const _: () = {
             | EventKind::NetConn
             | EventKind::NetConnEnd
             | EventKind::NetFlow
-            | EventKind::Attr => 21,
+            | EventKind::Attr => 22,
         }
     }
     assert!(
