@@ -209,8 +209,32 @@ pub(super) fn tail_of(path: &Path) -> String {
 
 // ---------------------------------------------------------------- conditions
 
+/// Waits (up to 30 s) until no sandbox-watch process is left: a monitor that has exited leaves
+/// the slow detach of its programs to a child, and until that child is gone its tracepoints
+/// would be in the next condition's run (the unmonitored one included).
+fn settle() {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < until && !sandbox_watch_processes().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn sandbox_watch_processes() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            (comm.trim() == "sandbox-watch").then_some(pid)
+        })
+        .collect()
+}
+
 /// A workload run directly (or under `prefix`, e.g. strace), timed by bench-helper.
 pub(super) fn run_bare(ctx: &mut Ctx, w: Workload, prefix: &[&str]) -> anyhow::Result<Sample> {
+    settle();
     let dir = ctx.scratch()?;
     let out = dir.join("timed.json");
     let argv = w.argv(ctx, &dir);
@@ -285,6 +309,7 @@ pub(super) fn monitor(
 
 /// The workload traced by `sandbox-watch run --headless --report R --log L`.
 pub(super) fn run_traced(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Result<(Sample, Value)> {
+    settle();
     let dir = ctx.scratch()?;
     let (out, report, log, errs) = (
         dir.join("timed.json"),
@@ -346,6 +371,7 @@ pub(super) fn monitor_rss_kb(ru: &libc::rusage, kids_maxrss_kb: i64, sampled_kb:
 
 /// The workload runs untraced while `sandbox-watch attach` watches an idle `sleep`.
 pub(super) fn run_outside(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Result<Sample> {
+    settle();
     let dir = ctx.scratch()?;
     let (report, log, errs) = (
         dir.join("report.json"),
