@@ -43,6 +43,28 @@ pub(super) fn marker(line: &str) -> Option<(&str, BTreeMap<&str, &str>, &str)> {
     Some((word, kv, args))
 }
 
+/// A test line's name and verdict (`ok`, `FAILED`, …), from `NAME ... VERDICT` (the line
+/// after `test `). When the kernel printed into the line while the test ran
+/// (`NAME ... [  470.167452] Invalid ELF header len 3`), the verdict is on the next line.
+fn test_verdict<'a>(rest: &'a str, next: Option<&'a str>) -> Option<(&'a str, &'a str)> {
+    let (name, verdict) = rest.split_once(" ... ")?;
+    let verdict = verdict.trim();
+    if is_kernel_message(verdict) {
+        return Some((name, next?.trim()));
+    }
+    Some((name, verdict))
+}
+
+/// Text the kernel prints on the console: `[  470.167452] …`.
+fn is_kernel_message(s: &str) -> bool {
+    s.strip_prefix('[')
+        .and_then(|r| r.split_once(']'))
+        .is_some_and(|(stamp, _)| {
+            let stamp = stamp.trim();
+            !stamp.is_empty() && stamp.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
+}
+
 pub(super) struct BinResult {
     pub(super) ran: bool,
     pub(super) status: Option<i32>,
@@ -151,9 +173,10 @@ pub(super) fn evaluate(plan: &[Planned], boot: &Boot) -> Outcome {
         for n in section.clone() {
             let l = boot.lines[n - 1].1.as_str();
             if let Some(rest) = l.strip_prefix("test ")
-                && let Some((name, verdict)) = rest.rsplit_once(" ... ")
+                && let Some((name, verdict)) =
+                    test_verdict(rest, boot.lines.get(n).map(|l| l.1.as_str()))
             {
-                match verdict.trim() {
+                match verdict {
                     "ok" => {
                         passed_names.insert(name.to_string());
                     }
@@ -461,4 +484,33 @@ pub(super) fn summary(
     let _ = writeln!(w, "\nconsole: {}", console.display());
     let _ = writeln!(w, "RESULT: {}", if o.pass { "PASS" } else { "FAIL" });
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_is_read_past_a_kernel_message_printed_into_the_line() {
+        let rest = "a_kernel_module_load_is_tamper_or_a_named_gap ... [  470.167452] Invalid ELF header len 3";
+        assert_eq!(
+            test_verdict(rest, Some("ok")),
+            Some(("a_kernel_module_load_is_tamper_or_a_named_gap", "ok"))
+        );
+        assert_eq!(
+            test_verdict(rest, Some("FAILED")).map(|v| v.1),
+            Some("FAILED")
+        );
+        assert_eq!(test_verdict("x ... ok", None), Some(("x", "ok")));
+        assert_eq!(
+            test_verdict("x ... FAILED", Some("ok")),
+            Some(("x", "FAILED"))
+        );
+        // Not a kernel stamp: the verdict stays what the line says (and is neither ok nor FAILED).
+        assert_eq!(
+            test_verdict("x ... [ignored]", Some("ok")),
+            Some(("x", "[ignored]"))
+        );
+        assert_eq!(test_verdict("no verdict here", Some("ok")), None);
+    }
 }
