@@ -1,7 +1,7 @@
 //! What the seeds' reports answer, from the kernel: the git commits a session made and the
 //! packages it installed (pip into a venv, npm into a project, dpkg), each checked against
 //! what git, pip, npm and dpkg say afterwards.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use integration_tests::*;
@@ -248,4 +248,80 @@ fn packages_installed_with_pip_npm_and_dpkg_are_named_with_version_and_scope() {
     ] {
         assert!(text.contains(&part), "no {part:?} in:\n{text}");
     }
+}
+
+#[test]
+fn a_crate_cargo_installed_is_named_with_the_version_its_install_record_gives() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let krate = dir.path().join("hello");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"sw-seed-crate\"\nversion = \"0.7.3\"\nedition = \"2021\"\n\n\
+         [[bin]]\nname = \"sw-hello\"\npath = \"src/main.rs\"\n",
+    )
+    .unwrap();
+    std::fs::write(krate.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let root = dir.path().join("root");
+    // The toolchain's own cargo and rustc (the test runs under cargo), and nothing of this
+    // build's settings, so the install is the same on a bare CI machine.
+    let cargo = PathBuf::from(std::env::var("CARGO").expect("the test runs under cargo"));
+    let rustc = cargo.with_file_name("rustc");
+    let report = dir.path().join("report.json");
+    let log = dir.path().join("log.jsonl");
+    let summary = dir.path().join("summary.md");
+    let mut c = command();
+    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET"] {
+        c.env_remove(var);
+    }
+    let out = c
+        .env("CARGO_HOME", dir.path().join("cargo-home"))
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .env("RUSTC", &rustc)
+        .args(["run", "--headless", "--linger", "0.3", "--report"])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .arg("--summary")
+        .arg(&summary)
+        .arg("--")
+        .arg(&cargo)
+        .args(["install", "--offline", "--quiet", "--path"])
+        .arg(&krate)
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(root.join("bin/sw-hello").exists(), "cargo did not install");
+    let text = std::fs::read_to_string(&report).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_replay_matches(&v, &log);
+    let r: Report = serde_json::from_str(&text).unwrap();
+    let p = r
+        .packages
+        .iter()
+        .find(|p| p.manager == "cargo")
+        .unwrap_or_else(|| panic!("no cargo package; packages: {:#?}", r.packages));
+    assert_eq!(p.name, "sw-seed-crate");
+    assert_eq!(p.version.as_deref(), Some("0.7.3"));
+    assert_eq!(p.scope, "root");
+    assert_eq!(p.prefix.as_deref(), root.to_str());
+    assert_eq!(p.action, "install");
+    assert_eq!(
+        p.evidence,
+        root.join("bin/sw-hello").to_str().unwrap(),
+        "the binary cargo put in place"
+    );
+    assert_eq!(
+        r.packages.iter().filter(|p| p.manager == "cargo").count(),
+        1
+    );
+    let text = std::fs::read_to_string(&summary).unwrap();
+    let line = format!("cargo sw-seed-crate 0.7.3 (root {})", root.display());
+    assert!(text.contains(&line), "no {line:?} in:\n{text}");
 }

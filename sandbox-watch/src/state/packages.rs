@@ -12,6 +12,11 @@
 //!   `.list-new` and renames it) or deleted; the version from the `.deb` file named on the
 //!   dpkg command line (`name_version_arch.deb`, as apt names them). `manager` is `apt` when
 //!   apt ran that dpkg.
+//! - cargo install: a file put into `<root>/bin/` (cargo renames each binary there from a
+//!   staging directory) by a capture that also wrote `<root>/.crates2.json`; name and version
+//!   from the install entry of `.crates2.json` that lists the binary, read at the end (a
+//!   `package_meta` record for the binary). `user` for `~/.cargo`, `system` for `/usr` and
+//!   `/usr/local`, else `root` (a `--root` directory).
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -22,11 +27,11 @@ use crate::state::files::FileEntry;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Package {
-    /// `pip` (any installer of Python wheels), `npm`, `dpkg` or `apt`.
+    /// `pip` (any installer of Python wheels), `npm`, `dpkg`, `apt` or `cargo`.
     pub manager: String,
     pub name: String,
     pub version: Option<String>,
-    /// `system`, `user`, `venv`, `global` or `project`.
+    /// `system`, `user`, `venv`, `global`, `project` or `root` (cargo's `--root`).
     pub scope: String,
     /// The venv, user site or project directory (or dpkg's `--root`) the scope names.
     pub prefix: Option<String>,
@@ -93,6 +98,54 @@ fn node_module(path: &str) -> Option<(String, String)> {
     ok.then(|| (above.to_string(), name.to_string()))
 }
 
+/// `<root>/bin/<name>` → (root, name): where cargo install puts a binary.
+fn cargo_bin(path: &str) -> Option<(&str, &str)> {
+    let (root, bin) = path.rsplit_once("/bin/")?;
+    (!bin.is_empty() && !bin.contains('/') && !bin.starts_with('.')).then_some((root, bin))
+}
+
+/// The cargo roots whose install record (`.crates2.json`, `.crates.toml`) the capture saw
+/// written.
+fn cargo_roots(files: &[FileEntry]) -> Vec<&str> {
+    files
+        .iter()
+        .filter(|f| f.result.is_none())
+        .filter_map(landed)
+        .filter_map(|p| {
+            p.strip_suffix("/.crates2.json")
+                .or_else(|| p.strip_suffix("/.crates.toml"))
+        })
+        .collect()
+}
+
+fn cargo_scope(root: &str) -> &'static str {
+    if root.ends_with("/.cargo") {
+        "user"
+    } else if root == "/usr" || root == "/usr/local" {
+        "system"
+    } else {
+        "root"
+    }
+}
+
+/// A cargo binary's package: the `.crates2.json` install key listing it
+/// (`"NAME VERSION (SOURCE)"`) → (name, version).
+fn crate_of(crates2: &serde_json::Value, bin: &str) -> Option<(String, String)> {
+    crates2
+        .get("installs")?
+        .as_object()?
+        .iter()
+        .find(|(_, v)| {
+            v.get("bins")
+                .and_then(|b| b.as_array())
+                .is_some_and(|b| b.iter().any(|b| b.as_str() == Some(bin)))
+        })
+        .and_then(|(key, _)| {
+            let mut words = key.split(' ');
+            Some((words.next()?.to_string(), words.next()?.to_string()))
+        })
+}
+
 /// `<root>/var/lib/dpkg/info/<name>[:arch].list` → (root, name).
 fn dpkg_list(path: &str) -> Option<(String, String)> {
     let (root, file) = path.rsplit_once("/var/lib/dpkg/info/")?;
@@ -143,13 +196,17 @@ fn under_apt(processes: &[ProcessEntry], p: &ProcessEntry) -> bool {
     false
 }
 
-/// Manifests whose content the capture reads at the end (npm's package.json files created).
+/// Manifests whose content the capture reads at the end (npm's package.json files created;
+/// binaries cargo installed, whose `.crates2.json` names them).
 pub fn manifests(files: &[FileEntry]) -> Vec<String> {
+    let roots = cargo_roots(files);
     let mut out: Vec<String> = files
         .iter()
         .filter(|f| f.result.is_none())
         .filter_map(landed)
-        .filter(|p| node_module(p).is_some())
+        .filter(|p| {
+            node_module(p).is_some() || cargo_bin(p).is_some_and(|(root, _)| roots.contains(&root))
+        })
         .map(str::to_string)
         .collect();
     out.sort();
@@ -164,6 +221,7 @@ pub fn derive(
 ) -> Vec<Package> {
     let mut out: Vec<Package> = Vec::new();
     let verdict = |pid| latest(processes, pid).map_or(Verdict::Inside, |p| p.verdict);
+    let roots = cargo_roots(files);
     let mut add = |p: Package| {
         let same = |q: &Package| {
             q.manager == p.manager
@@ -215,6 +273,26 @@ pub fn derive(
             });
             continue;
         }
+        let cargo = to
+            .and_then(cargo_bin)
+            .filter(|(root, _)| roots.contains(root));
+        if let Some((root, bin)) = cargo {
+            let meta = to.and_then(|t| metas.get(t));
+            add(Package {
+                manager: "cargo".into(),
+                name: meta
+                    .and_then(|m| m.name.clone())
+                    .unwrap_or_else(|| bin.to_string()),
+                version: meta.and_then(|m| m.version.clone()),
+                scope: cargo_scope(root).into(),
+                prefix: Some(root.to_string()),
+                action: "install".into(),
+                pid: f.pid,
+                evidence: to.unwrap_or(&f.path).to_string(),
+                verdict: verdict(f.pid),
+            });
+            continue;
+        }
         let dpkg = match (to.and_then(dpkg_list), f.op) {
             (Some(d), _) => Some((d, "install", to.unwrap_or(&f.path))),
             (None, Op::Delete) => dpkg_list(&f.path).map(|d| (d, "remove", f.path.as_str())),
@@ -247,18 +325,35 @@ pub fn read_meta(path: &str) -> (PackageMeta, usize) {
         ..PackageMeta::default()
     };
     let mut redacted = 0;
-    match crate::state::files::read_now(path, 1 << 20, false) {
+    let mut clean = |s: &str| {
+        let s: String = s.chars().take(200).collect();
+        let (out, n) = crate::judge::redact::redact_argv(&[s]);
+        redacted += n;
+        out.into_iter().next()
+    };
+    // A cargo binary: the install record beside its bin directory names it.
+    let (file, bin) = match cargo_bin(path).filter(|_| node_module(path).is_none()) {
+        Some((root, bin)) => (format!("{root}/.crates2.json"), Some(bin)),
+        None => (path.to_string(), None),
+    };
+    match crate::state::files::read_now(&file, 1 << 20, false) {
         Ok(b) => match serde_json::from_slice::<serde_json::Value>(&b) {
-            Ok(v) => {
-                let mut field = |k: &str| {
-                    let s: String = v.get(k)?.as_str()?.chars().take(200).collect();
-                    let (out, n) = crate::judge::redact::redact_argv(&[s]);
-                    redacted += n;
-                    out.into_iter().next()
-                };
-                meta.name = field("name");
-                meta.version = field("version");
-            }
+            Ok(v) => match bin {
+                Some(bin) => match crate_of(&v, bin) {
+                    Some((name, version)) => {
+                        meta.name = clean(&name);
+                        meta.version = clean(&version);
+                    }
+                    None => meta.skipped = Some(format!("{file} does not list {bin}")),
+                },
+                None => {
+                    meta.name = v.get("name").and_then(|s| s.as_str()).and_then(&mut clean);
+                    meta.version = v
+                        .get("version")
+                        .and_then(|s| s.as_str())
+                        .and_then(&mut clean);
+                }
+            },
             Err(_) => meta.skipped = Some("not JSON at the end".into()),
         },
         Err(why) => meta.skipped = Some(why),
@@ -305,5 +400,15 @@ mod tests {
         .map(String::from);
         assert_eq!(deb_version(&argv, "tree").as_deref(), Some("1:2.1.1-1"));
         assert_eq!(deb_version(&argv, "tre"), None);
+        assert_eq!(cargo_bin("/r/.cargo/bin/rg"), Some(("/r/.cargo", "rg")));
+        assert_eq!(cargo_bin("/r/bin/.cargo-x/rg"), None);
+        assert_eq!(cargo_scope("/root/.cargo"), "user");
+        let crates2: serde_json::Value = serde_json::from_str(
+            r#"{"installs":{"ripgrep 14.1.0 (registry+https://x)":{"bins":["rg"]},"b 1.0.0 (path+file:///b)":{"bins":["b1","b2"]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(crate_of(&crates2, "b2"), Some(("b".into(), "1.0.0".into())));
+        assert_eq!(crate_of(&crates2, "rg").map(|c| c.1), Some("14.1.0".into()));
+        assert_eq!(crate_of(&crates2, "zz"), None);
     }
 }
