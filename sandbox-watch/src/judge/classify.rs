@@ -511,6 +511,21 @@ impl Classifier {
         (c, Some(rule.path.clone()))
     }
 
+    /// Whether what a directory at `dir` holds would be persistence: a directory renamed or
+    /// linked there (a hooks directory built in /tmp and moved to `.git/hooks`, a directory
+    /// renamed to `~/.config/autostart`) plants every file in it at once. Judged by a file
+    /// of each shape the rules name (`x`, `x.desktop`, `x/y`) inside it, and a repository's
+    /// hooks (`hooks/x`: a `.git` directory moved into place brings its hooks).
+    pub fn holds_persistence(&self, dir: &str) -> bool {
+        let dir = dir.trim_end_matches('/');
+        ["x", "x.desktop", "x/y", "hooks/x"].iter().any(|leaf| {
+            let path = format!("{dir}/{leaf}");
+            let c = Candidate::new(&path);
+            self.persistence.is_match_candidate(&c)
+                && !self.persistence_except.is_match_candidate(&c)
+        })
+    }
+
     /// Classify one access to `path`.
     ///
     /// `write` is true for write/create/delete/rename ops (persistence applies
@@ -1004,6 +1019,24 @@ mod tests {
         // /etc/shadow is both.
         let shadow = c.classify("/etc/shadow", EXT4, false, true);
         assert!(shadow.credential && shadow.persistence && shadow.verified);
+    }
+
+    #[test]
+    fn a_directory_whose_files_would_run_holds_persistence() {
+        let c = Classifier::new(&[]).unwrap();
+        for dir in [
+            "/w/app/.git/hooks",
+            "/home/u/.config/autostart/",
+            "/home/u/.config/systemd/user",
+            "/etc/cron.d",
+            "/etc/profile.d",
+            "/w/app/.git",
+        ] {
+            assert!(c.holds_persistence(dir), "{dir}");
+        }
+        for dir in ["/w/app/src", "/w/app/hooks", "/home/u/.config", "/tmp/h"] {
+            assert!(!c.holds_persistence(dir), "{dir}");
+        }
     }
 
     #[test]

@@ -296,10 +296,12 @@ pub fn path_op(classifier: &Classifier, op: Op, p: &PathOp) -> Record {
         return m;
     }
     let c = classifier.classify(&p.path, 0, p.path_truncated, true);
-    let c_new = p
-        .new_path
-        .as_deref()
-        .map(|n| classifier.classify(n, 0, p.new_path_truncated, true));
+    let c_new = p.new_path.as_deref().map(|n| {
+        let mut c = classifier.classify(n, 0, p.new_path_truncated, true);
+        // A directory renamed where its files would run (a hooks directory, autostart).
+        c.persistence |= op == Op::Rename && classifier.holds_persistence(n);
+        c
+    });
     file_or_failed(FileEntry {
         new_path: p.new_path.clone(),
         path_truncated: p.path_truncated || p.new_path_truncated,
@@ -323,7 +325,8 @@ pub fn link(classifier: &Classifier, p: &PathOp, symbolic: bool) -> Record {
     file_or_failed(FileEntry {
         path_truncated: p.path_truncated || p.new_path_truncated,
         credential: c.credential || c_to.credential,
-        persistence: c.persistence,
+        // A symbolic link where a directory's files would run points that directory there.
+        persistence: c.persistence || (symbolic && classifier.holds_persistence(&at)),
         result: (p.result != 0).then(|| errno_name(p.result)),
         link_to: Some(p.path.clone()),
         link: Some(if symbolic { "symbolic" } else { "hard" }.to_string()),
