@@ -877,6 +877,11 @@ impl Capture {
             self.redactions += redacted as u64;
             self.emit(end_ns, Record::GitRef(r));
         }
+        for (path, pid) in crate::state::git::configs_written(&self.session.files.entries) {
+            let (c, redacted) = crate::state::git::read_config(&path, pid);
+            self.redactions += redacted as u64;
+            self.emit(end_ns, Record::GitConfig(c));
+        }
         for path in manifests {
             let (m, redacted) = crate::state::packages::read_meta(&path);
             self.redactions += redacted as u64;

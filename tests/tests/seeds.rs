@@ -325,3 +325,71 @@ fn a_crate_cargo_installed_is_named_with_the_version_its_install_record_gives() 
     let line = format!("cargo sw-seed-crate 0.7.3 (root {})", root.display());
     assert!(text.contains(&line), "no {line:?} in:\n{text}");
 }
+
+/// Issue 15 item 7: `git config core.hooksPath` or an include pointing outside the repository
+/// is persistence (git runs those hooks at the next commit); a global config's always is.
+/// Hooks kept in the repository are not.
+#[test]
+fn git_hooks_and_includes_pointed_outside_the_repository_are_persistence() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let repo = dir.path().join("app");
+    let own = dir.path().join("own");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for r in [&repo, &own] {
+        ok(Command::new("git").args(["init", "-q"]).arg(r));
+    }
+    let script = format!(
+        "set -e
+         git -C {repo} config core.hooksPath /tmp/sw-hooks
+         git -C {repo} config include.path /tmp/sw-more.inc
+         git -C {own} config core.hooksPath .githooks
+         HOME={home} git config --global core.hooksPath {home}/.hooks",
+        repo = repo.display(),
+        own = own.display(),
+        home = home.display()
+    );
+    let r = run(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let config = &r.typed.git.config;
+    let setting = |path: &Path, key: &str| {
+        config
+            .iter()
+            .find(|s| s.path == path.to_str().unwrap() && s.key == key)
+            .unwrap_or_else(|| panic!("no {key} of {}: {config:#?}", path.display()))
+    };
+    let repo_config = repo.join(".git/config");
+    let hooks = setting(&repo_config, "core.hooksPath");
+    assert_eq!(hooks.value, "/tmp/sw-hooks");
+    assert!(hooks.outside);
+    assert!(setting(&repo_config, "include.path").outside);
+    assert!(!setting(&own.join(".git/config"), "core.hooksPath").outside);
+    assert!(setting(&home.join(".gitconfig"), "core.hooksPath").outside);
+    let found: Vec<&str> = r
+        .typed
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::Persistence)
+        .map(|v| v.summary.as_str())
+        .collect();
+    for part in [
+        format!(
+            "core.hooksPath = /tmp/sw-hooks in {}",
+            repo_config.display()
+        ),
+        format!(
+            "include.path = /tmp/sw-more.inc in {}",
+            repo_config.display()
+        ),
+        format!("in {}", home.join(".gitconfig").display()),
+    ] {
+        assert!(
+            found.iter().any(|s| s.contains(&part)),
+            "no finding with {part:?}: {found:#?}"
+        );
+    }
+    assert!(
+        !found.iter().any(|s| s.contains(".githooks")),
+        "hooks in the repository are not persistence: {found:#?}"
+    );
+}

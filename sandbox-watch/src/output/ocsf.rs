@@ -124,6 +124,7 @@ pub fn to_ocsf_on_host(
         | Record::Listening(_)
         | Record::GitRef(_)
         | Record::PackageMeta(_)
+        | Record::GitConfig(_)
         | Record::Output(_)
         | Record::Violation(_)
         | Record::Tamper(_)

@@ -675,6 +675,31 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             summary,
         ));
     }
+    // A git config pointing hooks (or included config) outside the repository: git runs
+    // what is there at the next commit, wherever the agent put it.
+    for s in parts.git.config.iter().filter(|s| s.outside) {
+        let step = processes
+            .iter()
+            .rfind(|p| p.pid == s.pid)
+            .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
+        out.push(Violation::in_step(
+            step,
+            ViolationKind::Persistence,
+            Some(s.pid),
+            clean(&format!(
+                "pid {} set {} = {} in {}: {}",
+                s.pid,
+                s.key,
+                s.value,
+                s.path,
+                if s.path.ends_with("/.git/config") {
+                    "outside the repository"
+                } else {
+                    "a global config, for every repository"
+                }
+            )),
+        ));
+    }
     for f in &parts.files {
         let Some(why) = &f.escalation else { continue };
         out.push(Violation::in_step(

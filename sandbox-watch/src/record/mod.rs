@@ -64,6 +64,9 @@ pub enum Record {
     GitRef(GitRef),
     /// At the end: the name and version a created package manifest (npm's package.json) held.
     PackageMeta(PackageMeta),
+    /// At the end: the settings of a git config file a traced process put in place that make
+    /// git run or read files from elsewhere (`core.hooksPath`, `include.path`, …).
+    GitConfig(GitConfig),
     /// What a program run wrote to one of its standard streams, at the run's end (its exit,
     /// its next exec, or the end of the capture).
     Output(crate::state::output::OutputRecord),
@@ -97,6 +100,7 @@ impl Record {
             Record::Listening(_) => "listening",
             Record::GitRef(_) => "git_ref",
             Record::PackageMeta(_) => "package_meta",
+            Record::GitConfig(_) => "git_config",
             Record::Output(_) => "output",
             Record::Violation(_) => "violation",
             Record::Tamper(_) => "tamper",
@@ -120,6 +124,7 @@ impl Record {
             Record::FlowCount(c) => Some(c.pid),
             Record::FileCount(c) => Some(c.pid),
             Record::Listening(l) => Some(l.pid),
+            Record::GitConfig(c) => Some(c.pid),
             Record::Violation(v) => v.pid,
             Record::Output(o) => Some(o.pid),
             Record::Tamper(t) => t.pid,
@@ -427,6 +432,27 @@ pub struct RefUpdate {
     pub new: String,
     #[serde(default)]
     pub message: String,
+}
+
+/// A git config file a traced process put in place (git config renames `config.lock` onto
+/// it), read at the end: the settings that make git run hooks or read config from a path
+/// (`core.hooksPath`, `include.path`, `includeIf.<condition>.path`), values redacted as argv
+/// is. Nothing else of the file is logged.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GitConfig {
+    pub path: String,
+    /// The process that put it in place last.
+    pub pid: u32,
+    #[serde(default)]
+    pub settings: Vec<GitSetting>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitSetting {
+    pub key: String,
+    pub value: String,
 }
 
 /// A package manifest created by a traced process, read at the end (name and version only,

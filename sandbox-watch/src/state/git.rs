@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::output::report::ProcessEntry;
-use crate::record::{GitRef, NetOp, Op, RefUpdate};
+use crate::record::{GitConfig, GitRef, GitSetting, NetOp, Op, RefUpdate};
 use crate::state::files::FileEntry;
 use crate::state::network::NetEntry;
 
@@ -27,6 +27,26 @@ const COMMITTING: &[&str] = &[
 pub struct Git {
     pub commits: Vec<Commit>,
     pub pushes: Vec<Push>,
+    /// Hook and include settings of config files a traced process put in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<ConfigSetting>,
+}
+
+/// A setting that makes git run hooks from, or read config from, a path: `core.hooksPath`,
+/// `include.path`, `includeIf.<condition>.path`, as the config file held it at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigSetting {
+    /// The config file: a repository's `.git/config`, or a global one (`~/.gitconfig`,
+    /// `~/.config/git/config`, `/etc/gitconfig`).
+    pub path: String,
+    pub key: String,
+    /// Redacted as argv is.
+    pub value: String,
+    /// The path is outside the repository (a global config's always is: it holds for every
+    /// repository). Such a setting is persistence: git runs what is there at the next commit.
+    pub outside: bool,
+    /// The process that put the file in place last.
+    pub pid: u32,
 }
 
 impl Git {
@@ -167,6 +187,7 @@ pub fn derive(
     files: &[FileEntry],
     network: &[NetEntry],
     refs: &BTreeMap<String, GitRef>,
+    configs: &BTreeMap<String, GitConfig>,
 ) -> Git {
     let mut commits = Vec::new();
     // Each ref's updates in the order the kernel saw them, paired with its reflog's lines.
@@ -220,7 +241,121 @@ pub fn derive(
         .filter(|p| !p.fork_only && subcommand(p) == Some("push"))
         .map(|p| push(p, processes, network))
         .collect();
-    Git { commits, pushes }
+    let config = configs
+        .values()
+        .flat_map(|c| {
+            c.settings.iter().map(|s| ConfigSetting {
+                path: c.path.clone(),
+                key: s.key.clone(),
+                value: s.value.clone(),
+                outside: points_outside(&c.path, &s.value),
+                pid: c.pid,
+            })
+        })
+        .collect();
+    Git {
+        commits,
+        pushes,
+        config,
+    }
+}
+
+/// The repository a config file belongs to: `Some(work tree)` for `<tree>/.git/config`,
+/// `None` for a global config; not a git config file: no answer.
+fn config_repo(path: &str) -> Option<Option<&str>> {
+    if let Some(tree) = path.strip_suffix("/.git/config") {
+        return Some(Some(tree));
+    }
+    let global = path.ends_with("/.gitconfig")
+        || path.ends_with("/.config/git/config")
+        || path == "/etc/gitconfig";
+    global.then_some(None)
+}
+
+/// Git config files a traced process put in place (created, written, or renamed onto, as
+/// `git config` does with `config.lock`): file → the pid of the last.
+pub fn configs_written(files: &[FileEntry]) -> BTreeMap<String, u32> {
+    files
+        .iter()
+        .filter(|f| f.result.is_none())
+        .filter_map(|f| {
+            let to = match f.op {
+                Op::Create | Op::Write => Some(&f.path),
+                Op::Rename => f.new_path.as_ref(),
+                _ => None,
+            }?;
+            config_repo(to).map(|_| (to.clone(), f.pid))
+        })
+        .collect()
+}
+
+/// Whether a hooks or include path in a config file points outside its repository. Relative
+/// paths are the repository's own (hooksPath is relative to the work tree, an include to
+/// the config's directory) unless they climb out; `~` is the user's home.
+pub fn points_outside(config: &str, value: &str) -> bool {
+    let Some(Some(tree)) = config_repo(config) else {
+        return true;
+    };
+    if value.starts_with('~') || value.split('/').any(|p| p == "..") {
+        return true;
+    }
+    value.starts_with('/') && !value.starts_with(&format!("{tree}/"))
+}
+
+/// The hook and include settings of a config file's text, with their keys as git names them.
+fn hook_settings(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    let mut sub: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(head) = line.strip_prefix('[') {
+            let head = head.split(']').next().unwrap_or("");
+            let (name, rest) = head.split_once(char::is_whitespace).unwrap_or((head, ""));
+            section = name.to_ascii_lowercase();
+            let rest = rest.trim().trim_matches('"');
+            sub = (!rest.is_empty()).then(|| rest.to_string());
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        let key = key.trim().to_ascii_lowercase();
+        let value = value.trim().trim_matches('"').to_string();
+        let name = match (section.as_str(), sub.as_deref(), key.as_str()) {
+            ("core", None, "hookspath") => "core.hooksPath".to_string(),
+            ("include", None, "path") => "include.path".to_string(),
+            ("includeif", Some(cond), "path") => format!("includeIf.{cond}.path"),
+            _ => continue,
+        };
+        out.push((name, value));
+    }
+    out
+}
+
+/// A config file's hook and include settings as they are now: the `git_config` record the
+/// capture logs at the end (values redacted as argv is; the count of redactions).
+pub fn read_config(path: &str, pid: u32) -> (GitConfig, usize) {
+    let mut c = GitConfig {
+        path: path.to_string(),
+        pid,
+        ..GitConfig::default()
+    };
+    let mut redacted = 0;
+    match crate::state::files::read_now(path, 1 << 20, false) {
+        Ok(b) => {
+            for (key, value) in hook_settings(&String::from_utf8_lossy(&b)) {
+                let value: String = value.chars().take(400).collect();
+                let (v, n) = crate::judge::redact::redact_argv(&[value]);
+                redacted += n;
+                let value = v.into_iter().next().unwrap_or_default();
+                c.settings.push(GitSetting { key, value });
+            }
+        }
+        Err(why) => c.skipped = Some(why),
+    }
+    (c, redacted)
 }
 
 fn push(p: &ProcessEntry, processes: &[ProcessEntry], network: &[NetEntry]) -> Push {
@@ -357,6 +492,29 @@ pub fn read_ref(path: &str, updates: usize) -> (GitRef, usize) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hook_and_include_settings_are_read_and_judged_by_where_they_point() {
+        let text = "[core]\n\tbare = false\n\thooksPath = /tmp/h\n[include]\n  path = ../x.inc\n\
+                    [includeIf \"gitdir:~/w/\"]\n\tpath = \"~/evil\"\n[remote \"o\"]\n\turl = x\n";
+        assert_eq!(
+            super::hook_settings(text),
+            [
+                ("core.hooksPath", "/tmp/h"),
+                ("include.path", "../x.inc"),
+                ("includeIf.gitdir:~/w/.path", "~/evil"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+        let repo = "/w/app/.git/config";
+        assert!(super::points_outside(repo, "/tmp/h"));
+        assert!(super::points_outside(repo, "../x.inc"));
+        assert!(super::points_outside(repo, "~/evil"));
+        assert!(!super::points_outside(repo, ".githooks"));
+        assert!(!super::points_outside(repo, "/w/app/.githooks"));
+        assert!(super::points_outside(repo, "/w/app2/h"));
+        assert!(super::points_outside("/home/u/.gitconfig", ".githooks"));
+    }
+
     use super::*;
 
     #[test]

@@ -8,7 +8,9 @@ use std::time::SystemTime;
 
 use crate::judge::netpolicy::{self, Policy};
 use crate::output::report::{self, Agent, Exit, Parts, ProbeInfo, Report, Target};
-use crate::record::{End, FileFailed, GitRef, PackageMeta, Record, Start, Tamper, Violation};
+use crate::record::{
+    End, FileFailed, GitConfig, GitRef, PackageMeta, Record, Start, Tamper, Violation,
+};
 use crate::state::files::{Added, Files};
 use crate::state::network::Network;
 use crate::state::processes::{AgentRule, Processes, is_launcher};
@@ -43,6 +45,8 @@ pub struct Session {
     agent_process: Option<u64>,
     /// `git_ref` records: ref file → what it held at the end.
     pub git_refs: BTreeMap<String, GitRef>,
+    /// `git_config` records: config file → its hooks and include settings at the end.
+    pub git_configs: BTreeMap<String, GitConfig>,
     /// `package_meta` records: manifest → its name and version at the end.
     pub package_metas: BTreeMap<String, PackageMeta>,
     /// `output` records: process entry (index in `processes.list`) → its streams.
@@ -180,6 +184,10 @@ impl Session {
             }
             Record::GitRef(g) => {
                 self.git_refs.insert(g.path.clone(), g.clone());
+                Applied::Other
+            }
+            Record::GitConfig(c) => {
+                self.git_configs.insert(c.path.clone(), c.clone());
                 Applied::Other
             }
             Record::PackageMeta(m) => {
@@ -412,7 +420,13 @@ impl Session {
         let files = self.files.report_entries();
         let network = self.network.report_entries(agent.netns);
         let packages = crate::state::packages::derive(&processes, &files, &self.package_metas);
-        let git = crate::state::git::derive(&processes, &files, &network, &self.git_refs);
+        let git = crate::state::git::derive(
+            &processes,
+            &files,
+            &network,
+            &self.git_refs,
+            &self.git_configs,
+        );
         report::assemble(
             Parts {
                 target: start.map_or_else(

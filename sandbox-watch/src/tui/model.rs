@@ -656,6 +656,15 @@ pub(crate) fn summarize(r: &Record) -> String {
                 .as_deref()
                 .map_or_else(|| "not hashed".to_string(), |s| format!("sha256 {s}"))
         ),
+        Record::GitConfig(c) => format!(
+            "{} at the end: {}",
+            c.path,
+            c.settings
+                .iter()
+                .map(|s| format!("{} = {}", s.key, s.value))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Record::PackageMeta(m) => format!(
             "{} at the end: {} {}",
             m.path,
