@@ -135,7 +135,7 @@ pub struct Net {
 
 /// Part of one write of a traced process to its stdout or stderr.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Output {
+pub struct Output<'a> {
     pub header: Header,
     /// 1 stdout, 2 stderr.
     pub stream: u32,
@@ -146,7 +146,8 @@ pub struct Output {
     pub offset: u64,
     pub flags: u32,
     pub via: u32,
-    pub data: Vec<u8>,
+    /// The bytes, borrowed from the ring buffer (100 MiB of output is not copied once more).
+    pub data: &'a [u8],
 }
 
 /// Something a traced task did to its monitor, or with bpf(2) (kinds 10–19). The fields are
@@ -208,7 +209,7 @@ pub struct Attr {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
+pub enum Event<'a> {
     Fork {
         header: Header,
         child_tgid: u32,
@@ -229,7 +230,7 @@ pub enum Event {
         symbolic: bool,
     },
     Net(Net),
-    Output(Output),
+    Output(Output<'a>),
     ExecFailed(ExecFailed),
     Tamper(Tamper),
     Conn(Conn),
@@ -294,7 +295,7 @@ pub struct Flow {
     pub sk_netns: u32,
 }
 
-impl Event {
+impl Event<'_> {
     pub fn header(&self) -> &Header {
         match self {
             Event::Fork { header, .. } | Event::Exit { header, .. } => header,
@@ -362,7 +363,7 @@ fn header(h: &common::EventHeader) -> Header {
     }
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
     let raw: common::EventHeader = read(bytes).ok_or(DecodeError::Short(bytes.len()))?;
     let kind = EventKind::from_u32(raw.kind).ok_or(DecodeError::UnknownKind(raw.kind))?;
     let need = kind.fixed_size();
@@ -390,7 +391,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 offset: o.offset,
                 flags: o.flags,
                 via: o.via,
-                data: take(kind, tail, o.len as usize)?.to_vec(),
+                data: take(kind, tail, o.len as usize)?,
             })
         }
         EventKind::NetConn | EventKind::NetConnEnd => {

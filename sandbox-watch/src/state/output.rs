@@ -112,12 +112,11 @@ impl Live {
         let room = TEXT_KEEP.saturating_sub(self.head.len());
         self.head.extend_from_slice(&data[..room.min(data.len())]);
         let rest = &data[room.min(data.len())..];
-        // The tail holds the last bytes after the head's.
+        // The tail holds the last bytes after the head's: what is pushed out goes in one cut.
         let rest = &rest[rest.len().saturating_sub(TEXT_KEEP)..];
+        let over = (self.tail.len() + rest.len()).saturating_sub(TEXT_KEEP);
+        self.tail.drain(..over);
         self.tail.extend(rest);
-        while self.tail.len() > TEXT_KEEP {
-            self.tail.pop_front();
-        }
     }
 }
 
@@ -154,8 +153,10 @@ pub struct Ended {
 }
 
 impl Outputs {
-    /// One chunk from the kernel. `lost` is the kernel's count of lost output records now.
-    pub fn chunk(&mut self, c: &Chunk, lost: impl FnOnce() -> u64) {
+    /// One chunk from the kernel. `text`: keep the head and tail (`--capture-output`; without
+    /// it only the count and the hash are made). `lost` is the kernel's count of lost output
+    /// records now.
+    pub fn chunk(&mut self, c: &Chunk, text: bool, lost: impl FnOnce() -> u64) {
         let s = self
             .live
             .entry((c.header.tgid, c.stream))
@@ -194,8 +195,10 @@ impl Outputs {
                 .min(c.offset + sandbox_watch_common::OUTPUT_CHUNK as u64);
             return;
         }
-        s.hash.update(&c.data);
-        s.keep(&c.data);
+        s.hash.update(c.data);
+        if text {
+            s.keep(c.data);
+        }
         s.write_next = c.offset + c.data.len() as u64;
         if c.flags & OUTPUT_CUT != 0 {
             let limit = sandbox_watch_common::OUTPUT_CHUNKS * sandbox_watch_common::OUTPUT_CHUNK;
@@ -308,7 +311,7 @@ mod tests {
     use crate::kernel::decode::Header;
     use sandbox_watch_common::{OUTPUT_CHUNK, OUTPUT_STDOUT, OUTPUT_VIA_WRITE};
 
-    fn chunk(ret: u64, offset: u64, data: &[u8], flags: u32) -> Chunk {
+    fn chunk(ret: u64, offset: u64, data: &[u8], flags: u32) -> Chunk<'_> {
         Chunk {
             header: Header {
                 tgid: 7,
@@ -323,7 +326,7 @@ mod tests {
             offset,
             flags,
             via: OUTPUT_VIA_WRITE,
-            data: data.to_vec(),
+            data,
         }
     }
 
@@ -335,7 +338,7 @@ mod tests {
     fn write(o: &mut Outputs, data: &[u8]) {
         for (i, part) in data.chunks(OUTPUT_CHUNK).enumerate() {
             let c = chunk(data.len() as u64, (i * OUTPUT_CHUNK) as u64, part, 0);
-            o.chunk(&c, || 0);
+            o.chunk(&c, true, || 0);
         }
     }
 
@@ -356,11 +359,31 @@ mod tests {
     }
 
     #[test]
+    fn the_tail_is_the_last_bytes_after_many_small_writes_and_no_text_is_kept_unasked() {
+        let mut o = Outputs::default();
+        let mut all = Vec::new();
+        for i in 0..700u32 {
+            let line = format!("line {i} {}\n", "x".repeat((i % 13) as usize));
+            write(&mut o, line.as_bytes());
+            all.extend_from_slice(line.as_bytes());
+        }
+        let e = o.end(7, 0).pop().unwrap();
+        assert_eq!(e.head, all[..TEXT_KEEP]);
+        assert_eq!(e.tail, all[all.len() - TEXT_KEEP..]);
+
+        let c = chunk(6, 0, b"hello\n", 0);
+        o.chunk(&c, false, || 0);
+        let e = o.end(7, 0).pop().unwrap();
+        assert_eq!(e.sha256.as_deref(), Some(sha(b"hello\n").as_str()));
+        assert!(e.head.is_empty() && e.tail.is_empty(), "no text without --capture-output");
+    }
+
+    #[test]
     fn a_lost_chunk_or_a_write_not_carried_leaves_no_hash_but_the_count() {
         let mut o = Outputs::default();
         let data = vec![b'x'; 2 * OUTPUT_CHUNK];
         // The second chunk never came.
-        o.chunk(&chunk(data.len() as u64, 0, &data[..OUTPUT_CHUNK], 0), || 0);
+        o.chunk(&chunk(data.len() as u64, 0, &data[..OUTPUT_CHUNK], 0), true, || 0);
         let e = o.end(7, 0).pop().unwrap();
         assert_eq!(e.bytes, data.len() as u64);
         assert_eq!(e.sha256, None);
@@ -368,7 +391,7 @@ mod tests {
 
         let mut c = chunk(10, 0, b"", OUTPUT_NOT_CARRIED);
         c.via = OUTPUT_VIA_WRITEV;
-        o.chunk(&c, || 0);
+        o.chunk(&c, true, || 0);
         let e = o.end(7, 0).pop().unwrap();
         assert_eq!((e.bytes, e.sha256), (10, None));
         assert!(e.sha256_skipped.unwrap().contains("writev"));
@@ -385,8 +408,8 @@ mod tests {
     fn a_writev_hashes_as_its_buffers_in_order_and_a_cut_one_has_no_hash() {
         let mut o = Outputs::default();
         // writev of "hello " and "world\n": two chunks of one write of 12 bytes.
-        o.chunk(&chunk(12, 0, b"hello ", 0), || 0);
-        o.chunk(&chunk(12, 6, b"world\n", 0), || 0);
+        o.chunk(&chunk(12, 0, b"hello ", 0), true, || 0);
+        o.chunk(&chunk(12, 6, b"world\n", 0), true, || 0);
         write(&mut o, b"more\n");
         let e = o.end(7, 0).pop().unwrap();
         assert_eq!(e.bytes, 17);
@@ -395,8 +418,8 @@ mod tests {
             Some(sha(b"hello world\nmore\n").as_str())
         );
 
-        o.chunk(&chunk(20, 0, b"0123456789", 0), || 0);
-        o.chunk(&chunk(20, 10, b"", OUTPUT_IOVECS_CUT), || 0);
+        o.chunk(&chunk(20, 0, b"0123456789", 0), true, || 0);
+        o.chunk(&chunk(20, 10, b"", OUTPUT_IOVECS_CUT), true, || 0);
         let e = o.end(7, 0).pop().unwrap();
         assert_eq!((e.bytes, e.sha256), (20, None));
         assert!(
