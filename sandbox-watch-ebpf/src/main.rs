@@ -172,11 +172,15 @@ fn output(kind: EventKind, data: *mut u8, len: usize, now: bool) {
     let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
     let ring = (&raw const EVENTS).cast_mut().cast();
     // Waking the reader for every record costs the traced task an interrupt and the monitor a
-    // context switch: wake it only once an eighth of the ring is waiting. It also drains the
-    // ring on its own every 100 ms.
+    // context switch: wake it when this record takes what is waiting past a multiple of an
+    // eighth of the ring. That is once per eighth however far behind the reader is (waking it
+    // at every record once an eighth was waiting cost a 100 MiB output storm an interrupt per
+    // 4 KiB write), and a wake-up it missed while it was draining is made again an eighth
+    // later. It also drains the ring on its own every 10 ms.
     let waiting = unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) };
-    let size = unsafe { bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) };
-    let wake = if now || waiting >= size / 8 {
+    let eighth = unsafe { bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) } / 8;
+    let crosses = eighth > 0 && (waiting + len as u64) / eighth != waiting / eighth;
+    let wake = if now || crosses {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP

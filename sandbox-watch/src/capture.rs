@@ -672,7 +672,7 @@ impl Capture {
             }
             Event::Output(chunk) => {
                 let probe = &self.probe;
-                self.outputs.chunk(&chunk, || {
+                self.outputs.chunk(&chunk, self.capture_output, || {
                     probe.lost()[sandbox_watch_common::EventKind::Output as usize]
                 });
             }
@@ -703,9 +703,9 @@ impl Capture {
         let mut sigterm = signal(SignalKind::terminate())?;
         // The terminal went away: end as on SIGTERM (the default would lose the report).
         let mut sighup = signal(SignalKind::hangup())?;
-        // The kernel wakes us only when an eighth of the ring is waiting (or at once, for an act
-        // on the monitor): the tick drains the rest, and every drain is written at once, so a
-        // kill of the monitor loses at most the last 10 ms.
+        // The kernel wakes us only when what is waiting passes an eighth of the ring, or another
+        // eighth (or at once, for an act on the monitor): the tick drains the rest, and every
+        // drain is written at once, so a kill of the monitor loses at most the last 10 ms.
         let mut tick = tokio::time::interval(Duration::from_millis(10));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut checkpoint = tokio::time::interval_at(
