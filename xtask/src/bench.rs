@@ -71,9 +71,10 @@ const TARGET_TRACED_UDP: f64 = 1.30;
 /// tracepoint the storm makes; what any syscall tracepoint program costs every task).
 const TARGET_OUTSIDE_FLOOR: f64 = 1.03;
 
-/// The floor: a no-op program on the entry tracepoint of each storm's system call.
-const FLOOR_PROGRAM: &str = "tracepoint:syscalls:sys_enter_execve, tracepoint:syscalls:sys_enter_openat, tracepoint:syscalls:sys_enter_sendto, tracepoint:syscalls:sys_enter_connect, tracepoint:syscalls:sys_enter_kill { }";
-const FLOOR_TRACEPOINTS: usize = 5;
+/// The floor: a no-op program on a tracepoint of each storm's system call (the entry; for the
+/// output storm's write, the exit, where the output probe is).
+const FLOOR_PROGRAM: &str = "tracepoint:syscalls:sys_enter_execve, tracepoint:syscalls:sys_enter_openat, tracepoint:syscalls:sys_enter_sendto, tracepoint:syscalls:sys_enter_connect, tracepoint:syscalls:sys_enter_kill, tracepoint:syscalls:sys_exit_write { }";
+const FLOOR_TRACEPOINTS: usize = 6;
 const TARGET_RSS_MB: f64 = 64.0;
 
 const BPFTRACE_PROGRAM: &str = r#"tracepoint:syscalls:sys_enter_execve { printf("%s\n", str(args->filename)); } tracepoint:syscalls:sys_enter_openat { printf("%s\n", str(args->filename)); }"#;
@@ -294,6 +295,7 @@ impl Workload {
                 | Workload::UdpStorm
                 | Workload::TcpStorm
                 | Workload::SignalStorm
+                | Workload::OutputStorm
         )
     }
 
