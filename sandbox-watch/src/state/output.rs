@@ -375,7 +375,10 @@ mod tests {
         o.chunk(&c, false, || 0);
         let e = o.end(7, 0).pop().unwrap();
         assert_eq!(e.sha256.as_deref(), Some(sha(b"hello\n").as_str()));
-        assert!(e.head.is_empty() && e.tail.is_empty(), "no text without --capture-output");
+        assert!(
+            e.head.is_empty() && e.tail.is_empty(),
+            "no text without --capture-output"
+        );
     }
 
     #[test]
@@ -383,7 +386,11 @@ mod tests {
         let mut o = Outputs::default();
         let data = vec![b'x'; 2 * OUTPUT_CHUNK];
         // The second chunk never came.
-        o.chunk(&chunk(data.len() as u64, 0, &data[..OUTPUT_CHUNK], 0), true, || 0);
+        o.chunk(
+            &chunk(data.len() as u64, 0, &data[..OUTPUT_CHUNK], 0),
+            true,
+            || 0,
+        );
         let e = o.end(7, 0).pop().unwrap();
         assert_eq!(e.bytes, data.len() as u64);
         assert_eq!(e.sha256, None);
