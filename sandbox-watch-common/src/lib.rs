@@ -22,6 +22,10 @@ pub const NEW_PATH_TRUNCATED: u32 = 1 << 3;
 /// [`FileEvent::flags`] of an open: its [`ReadKey`] went into the kernel's map `READS`, which
 /// counts the process's further opens of the file (a full map counts nothing: they are sent).
 pub const READ_COUNTED: u32 = 1 << 4;
+/// [`FileEvent::flags`] of a rename, delete or link submitted through io_uring: recorded at
+/// the submission (the names the kernel copied), so `result` is not the operation's (it is 0;
+/// the completion is not read).
+pub const VIA_IO_URING: u32 = 1 << 5;
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
 ///

@@ -595,3 +595,45 @@ SW_INLINE void sw_count_packet(u64 *counts, u64 len)
 	__sync_fetch_and_add(&counts[0], 1);
 	__sync_fetch_and_add(&counts[1], len);
 }
+
+// ---- io_uring requests (tp_btf/io_uring_submit_req, after the request's prep) ----
+
+SW_INLINE u32 sw_uring_opcode(void *req)
+{
+	return BPF_CORE_READ((struct io_kiocb *)req, opcode);
+}
+
+// Keep these equal to the uapi's enum io_uring_op (and probes/uring.rs).
+#define SW_IORING_OP_RENAMEAT 35
+#define SW_IORING_OP_UNLINKAT 36
+#define SW_IORING_OP_SYMLINKAT 38
+#define SW_IORING_OP_LINKAT 39
+
+// The names of a RENAMEAT, UNLINKAT, SYMLINKAT or LINKAT request, as its prep copied them into
+// the kernel (getname): out = { dfd, name, new dfd, new name } (names as kernel addresses, 0
+// when absent). The request's command data is the union at its start (`cmd`), which the
+// opcode's struct overlays (struct io_rename, io_unlink, io_link in io_uring/fs.c).
+SW_INLINE void sw_uring_names(void *req, u32 op, u64 *out)
+{
+	void *cmd = (char *)req + bpf_core_field_offset(struct io_kiocb, cmd);
+	struct filename *old = NULL, *new = NULL;
+	if (op == SW_IORING_OP_RENAMEAT) {
+		struct io_rename *r = cmd;
+		out[0] = (u64)(s64)BPF_CORE_READ(r, old_dfd);
+		out[2] = (u64)(s64)BPF_CORE_READ(r, new_dfd);
+		old = BPF_CORE_READ(r, oldpath);
+		new = BPF_CORE_READ(r, newpath);
+	} else if (op == SW_IORING_OP_UNLINKAT) {
+		struct io_unlink *u = cmd;
+		out[0] = (u64)(s64)BPF_CORE_READ(u, dfd);
+		old = BPF_CORE_READ(u, filename);
+	} else if (op == SW_IORING_OP_SYMLINKAT || op == SW_IORING_OP_LINKAT) {
+		struct io_link *l = cmd;
+		out[0] = (u64)(s64)BPF_CORE_READ(l, old_dfd);
+		out[2] = (u64)(s64)BPF_CORE_READ(l, new_dfd);
+		old = BPF_CORE_READ(l, oldpath);
+		new = BPF_CORE_READ(l, newpath);
+	}
+	out[1] = old ? (u64)BPF_CORE_READ(old, name) : 0;
+	out[3] = new ? (u64)BPF_CORE_READ(new, name) : 0;
+}

@@ -58,6 +58,8 @@ unsafe extern "C" {
     pub fn sw_vsock_remote(sk: Ptr, cid: *mut u32, port: *mut u32) -> i32;
     pub fn sw_task_io_worker(task: Ptr) -> u32;
     pub fn sw_syscall_nr() -> i64;
+    pub fn sw_uring_opcode(req: Ptr) -> u32;
+    pub fn sw_uring_names(req: Ptr, op: u32, out: *mut u64);
     pub fn sw_count_packet(counts: *mut u64, len: u64);
 }
 

@@ -327,3 +327,68 @@ fn a_directory_moved_where_its_files_would_run_is_persistence() {
         );
     }
 }
+
+/// Case (item 6): renames, links and deletes made only through io_uring, with no syscall of
+/// their own (`attack_uring_fileops`): `.bashrc.new` renamed over `.bashrc`, a symbolic and a
+/// hard link to the key, the hard link deleted. Each is the entry its syscall would make, with
+/// the names the kernel copied at the request's submission, its flags, and `via: io_uring`
+/// (its result is not seen); the requests still not recorded are named in
+/// `probe.not_watched`.
+#[test]
+fn renames_links_and_deletes_through_io_uring_are_entries_with_their_flags() {
+    let h = home();
+    std::fs::write(h.home.join(".profile"), "# profile\n").unwrap();
+    let r = sh_in(
+        &h,
+        &format!(
+            "{bin} {home}",
+            bin = env!("CARGO_BIN_EXE_attack_uring_fileops"),
+            home = text(&h.home)
+        ),
+    );
+    let bashrc = h.home.join(".bashrc");
+    let rename = r
+        .files()
+        .iter()
+        .find(|f| f["op"] == "rename" && f["new_path"] == text(&bashrc))
+        .unwrap_or_else(|| panic!("no rename onto .bashrc; files: {:#?}", r.files()));
+    assert_eq!(
+        rename["path"],
+        text(&h.home.join(".bashrc.new")),
+        "{rename:#}"
+    );
+    assert_eq!(rename["via"], "io_uring", "{rename:#}");
+    assert_eq!(rename["persistence"], true, "{rename:#}");
+
+    let sym = one(&r, &h.home.join("key-sym"), "create");
+    assert_eq!(
+        (
+            &sym["link"],
+            &sym["link_to"],
+            &sym["via"],
+            &sym["credential"]
+        ),
+        (
+            &Value::from("symbolic"),
+            &Value::from(text(&h.key)),
+            &Value::from("io_uring"),
+            &Value::from(true)
+        ),
+        "{sym:#}"
+    );
+    let hard = one(&r, &h.home.join("key-hard"), "create");
+    assert_eq!(hard["link"], "hard", "{hard:#}");
+    assert_eq!(hard["credential"], true, "{hard:#}");
+    let gone = one(&r, &h.home.join("key-hard"), "delete");
+    assert_eq!(gone["via"], "io_uring", "{gone:#}");
+
+    let found = violations(&r, "persistence");
+    assert!(
+        found
+            .iter()
+            .any(|v| v["summary"].as_str().unwrap().contains(text(&bashrc))),
+        "no persistence finding names .bashrc: {found:#?}"
+    );
+    let not_watched = r.report["probe"]["not_watched"].to_string();
+    assert!(not_watched.contains("MKDIRAT"), "{not_watched}");
+}

@@ -13,7 +13,10 @@
 //! unsigned long args[6]; }` and `struct syscall_trace_exit { ...; int nr; long ret; }`: the
 //! arguments and the result start at byte 16 on every kernel since 2.6.33.
 use aya_ebpf::{
-    helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_str},
+    helpers::generated::{
+        bpf_probe_read_kernel, bpf_probe_read_kernel_str, bpf_probe_read_user,
+        bpf_probe_read_user_str,
+    },
     macros::{fentry, fexit, map},
     maps::HashMap,
     programs::{FEntryContext, FExitContext, TracePointContext},
@@ -327,13 +330,39 @@ fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
         LinkArgs::Linkat => (a[0] as i32 as i64, a[1], a[2] as i32 as i64, a[3]),
     };
     let symbolic = matches!(args, LinkArgs::Symlink | LinkArgs::Symlinkat);
-    let Some(base) = scratch() else { return 0 };
+    let names = Names {
+        dirfd: old_dirfd,
+        name: old,
+        new_dirfd,
+        new_name: new,
+        kernel: false,
+    };
+    send_link(symbolic, names, result, 0);
+    0
+}
+
+/// The names of a link, rename or delete: each relative to its directory descriptor, in the
+/// caller's memory (a syscall's arguments) or the kernel's (`kernel`: an io_uring request's,
+/// copied at its prep).
+#[derive(Clone, Copy)]
+pub(crate) struct Names {
+    pub dirfd: i64,
+    pub name: u64,
+    pub new_dirfd: i64,
+    pub new_name: u64,
+    pub kernel: bool,
+}
+
+/// A `Link` record: the target, then the link. `flags` are added to the record's.
+#[inline(always)]
+pub(crate) fn send_link(symbolic: bool, n: Names, result: i32, flags: u32) {
+    let Some(base) = scratch() else { return };
     let event = base.cast::<FileEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
     // A symbolic link's target is kept as given (it is resolved from the link's directory, when
     // it is used); a hard link's is a file, resolved like any name.
     let first = if symbolic {
-        let n = unsafe { bpf_probe_read_user_str(tail.cast(), NAME_MAX as u32, old as *const _) };
+        let n = read_str(n.kernel, tail, NAME_MAX as u32, n.name);
         let len = if n > 0 { n as u32 } else { 0 };
         if len as usize >= NAME_MAX {
             len | WALK_TRUNCATED
@@ -341,12 +370,17 @@ fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
             len
         }
     } else {
-        dir_and_name(old_dirfd, old, tail)
+        dir_and_name_in(n.dirfd, n.name, tail, n.kernel)
     };
     let path_len = first & !WALK_TRUNCATED & PATH_MASK;
-    let second = dir_and_name(new_dirfd, new, unsafe { tail.add(path_len as usize) });
+    let second = dir_and_name_in(
+        n.new_dirfd,
+        n.new_name,
+        unsafe { tail.add(path_len as usize) },
+        n.kernel,
+    );
     let new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
-    let mut flags = 0;
+    let mut flags = flags;
     if first & WALK_TRUNCATED != 0 {
         flags |= PATH_TRUNCATED;
     }
@@ -373,7 +407,6 @@ fn exit_link(ctx: &TracePointContext, args: LinkArgs) -> u32 {
     }
     let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
     submit(EventKind::Link, base, size);
-    0
 }
 
 // ---- deletes and renames ----
@@ -417,19 +450,34 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind, args: PathArgs) -> u32
         PathArgs::DirNameDirName => (a[0] as i32 as i64, a[1], a[2] as i32 as i64, a[3]),
     };
     let result = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) as i32;
-    let Some(base) = scratch() else { return 0 };
+    let names = Names {
+        dirfd,
+        name,
+        new_dirfd,
+        new_name,
+        kernel: false,
+    };
+    send_path_op(kind, names, result, 0);
+    0
+}
+
+/// An `Unlink` or `Rename` record (a rename's new name second). `flags` are added to the
+/// record's.
+#[inline(always)]
+pub(crate) fn send_path_op(kind: EventKind, n: Names, result: i32, flags: u32) {
+    let Some(base) = scratch() else { return };
     let event = base.cast::<FileEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
-    let first = dir_and_name(dirfd, name, tail);
+    let first = dir_and_name_in(n.dirfd, n.name, tail, n.kernel);
     let path_len = first & !WALK_TRUNCATED & PATH_MASK;
-    let mut flags = if first & WALK_TRUNCATED != 0 {
-        PATH_TRUNCATED
-    } else {
-        0
-    };
+    let mut flags = flags;
+    if first & WALK_TRUNCATED != 0 {
+        flags |= PATH_TRUNCATED;
+    }
     let mut new_path_len = 0;
     if kind == EventKind::Rename {
-        let second = dir_and_name(new_dirfd, new_name, unsafe { tail.add(path_len as usize) });
+        let dst = unsafe { tail.add(path_len as usize) };
+        let second = dir_and_name_in(n.new_dirfd, n.new_name, dst, n.kernel);
         new_path_len = second & !WALK_TRUNCATED & PATH_MASK;
         if second & WALK_TRUNCATED != 0 {
             flags |= NEW_PATH_TRUNCATED;
@@ -450,7 +498,6 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind, args: PathArgs) -> u32
     }
     let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
     submit(kind, base, size);
-    0
 }
 
 /// Writes the directory a `*at` name is relative to (walked from the kernel's own objects;
@@ -462,14 +509,20 @@ fn exit_path_op(ctx: &TracePointContext, kind: EventKind, args: PathArgs) -> u32
 /// resolved, not the magic link.
 #[inline(always)]
 pub(crate) fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
-    let mut first: u8 = 0;
-    unsafe { bpf_probe_read_user((&raw mut first).cast(), 1, name as *const _) };
+    dir_and_name_in(dirfd, name, dst, false)
+}
+
+/// As [`dir_and_name`], the name in the caller's memory or (`kernel`) the kernel's.
+#[inline(always)]
+fn dir_and_name_in(dirfd: i64, name: u64, dst: *mut u8, kernel: bool) -> u32 {
+    let mut first = [0u8; 2];
+    read_str(kernel, first.as_mut_ptr(), 2, name);
     let task = current_task();
     let mut name = name;
     let mut dir: Ptr = core::ptr::null();
     let mut from_cwd = false;
-    if first == b'/' {
-        if let Some((fd, skip)) = through_fd(name) {
+    if first[0] == b'/' {
+        if let Some((fd, skip)) = through_fd(name, kernel) {
             dir = unsafe { sw_task_fd_file(task, fd) };
             if !dir.is_null() {
                 name += skip;
@@ -490,7 +543,7 @@ pub(crate) fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
     let dir_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
     unsafe { *dst.add(dir_len as usize) = 0 };
     let name_dst = unsafe { dst.add(dir_len as usize + 1) };
-    let n = unsafe { bpf_probe_read_user_str(name_dst.cast(), NAME_MAX as u32, name as *const _) };
+    let n = read_str(kernel, name_dst, NAME_MAX as u32, name);
     let name_len = if n > 0 { n as u32 } else { 0 };
     let mut out = dir_len + 1 + name_len;
     if walked & WALK_TRUNCATED != 0 || name_len as usize >= NAME_MAX {
@@ -499,21 +552,28 @@ pub(crate) fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
     out
 }
 
+/// Reads a NUL-ended string of at most `max` bytes at `src`, in the caller's memory or
+/// (`kernel`) the kernel's: its length with the NUL, or a negative error.
+#[inline(always)]
+fn read_str(kernel: bool, dst: *mut u8, max: u32, src: u64) -> i64 {
+    unsafe {
+        if kernel {
+            bpf_probe_read_kernel_str(dst.cast(), max, src as *const _)
+        } else {
+            bpf_probe_read_user_str(dst.cast(), max, src as *const _)
+        }
+    }
+}
+
 /// Bytes of a name looked at for a `/proc/self/fd/N/` prefix.
 const FD_PREFIX_MAX: usize = 40;
 
 /// `Some((N, bytes up to REST))` when the name is `PREFIX/N/REST` with a prefix naming the
 /// caller's own descriptors and a non-empty `REST`.
 #[inline(always)]
-fn through_fd(name: u64) -> Option<(u32, u64)> {
+fn through_fd(name: u64, kernel: bool) -> Option<(u32, u64)> {
     let mut buf = [0u8; FD_PREFIX_MAX];
-    let n = unsafe {
-        bpf_probe_read_user_str(
-            buf.as_mut_ptr().cast(),
-            FD_PREFIX_MAX as u32,
-            name as *const _,
-        )
-    };
+    let n = read_str(kernel, buf.as_mut_ptr(), FD_PREFIX_MAX as u32, name);
     if n <= 0 {
         return None;
     }

@@ -8,3 +8,4 @@ mod output;
 mod process;
 mod syscall;
 mod tamper;
+mod uring;

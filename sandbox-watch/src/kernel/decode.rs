@@ -71,6 +71,8 @@ pub struct PathOp {
     pub new_path_truncated: bool,
     /// 0 or -errno.
     pub result: i32,
+    /// Submitted through io_uring: the request as the kernel copied it; `result` is not its.
+    pub via_io_uring: bool,
 }
 
 /// An open that failed: no file, so the path is the caller's (its directory from the kernel).
@@ -492,6 +494,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                     new_path: Some(path_of(f.new_path_kind, second)),
                     new_path_truncated: f.flags & common::NEW_PATH_TRUNCATED != 0,
                     result: f.result,
+                    via_io_uring: f.flags & common::VIA_IO_URING != 0,
                 },
                 symbolic: f.open_flags & common::LINK_SYMBOLIC != 0,
             }
@@ -507,6 +510,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 new_path: (kind == EventKind::Rename).then(|| path_of(f.new_path_kind, second)),
                 new_path_truncated: f.flags & common::NEW_PATH_TRUNCATED != 0,
                 result: f.result,
+                via_io_uring: f.flags & common::VIA_IO_URING != 0,
             };
             if kind == EventKind::Rename {
                 Event::Rename(op)

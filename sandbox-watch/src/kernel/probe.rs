@@ -134,6 +134,12 @@ const PROGRAMS: &[Program] = &[
     sys("sys_exit_renameat2", "renameat2"),
     sys("sys_exit_symlink", "symlink"), sys("sys_exit_symlinkat", "symlinkat"),
     sys("sys_exit_link", "link"), sys("sys_exit_linkat", "linkat"),
+    Program {
+        name: "io_uring_submit_req",
+        hook: Hook::Btf("io_uring_submit_req"),
+        gap: Some("renames, deletes and links made through io_uring"),
+        open_fallback: false,
+    },
     sys("sys_exit_connect", "connect"),
     sys("sys_exit_listen", "listen"),
     sys("sys_exit_bind", "UDP server bind"),

@@ -89,7 +89,7 @@ pub struct ProbeInfo {
 /// Outside what sandbox-watch watches, whatever the kernel: said in every report, so nobody
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
-    "removexattr, and attribute changes made through io_uring (file operations here: opens, deletes, renames, links, and the chmod, chown, truncate, mkdir, setxattr and utime families)",
+    "removexattr; io_uring's MKDIRAT, SETXATTR and FSETXATTR requests, and the results of its RENAMEAT, UNLINKAT, LINKAT and SYMLINKAT requests (recorded when submitted, `via: io_uring`)",
     "reads and writes themselves: a file counts as read or written when it is opened for it",
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",

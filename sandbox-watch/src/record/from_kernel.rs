@@ -134,6 +134,16 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         length: None,
         xattr: None,
         escalation: None,
+        via: None,
+    }
+}
+
+/// A path operation's `result` and `via`: an io_uring request's result is not seen.
+fn outcome(p: &PathOp) -> (Option<String>, Option<String>) {
+    if p.via_io_uring {
+        (None, Some("io_uring".into()))
+    } else {
+        ((p.result != 0).then(|| errno_name(p.result)), None)
     }
 }
 
@@ -302,12 +312,14 @@ pub fn path_op(classifier: &Classifier, op: Op, p: &PathOp) -> Record {
         c.persistence |= op == Op::Rename && classifier.holds_persistence(n);
         c
     });
+    let (result, via) = outcome(p);
     file_or_failed(FileEntry {
         new_path: p.new_path.clone(),
         path_truncated: p.path_truncated || p.new_path_truncated,
         credential: c.credential || c_new.as_ref().is_some_and(|c| c.credential),
         persistence: c.persistence || c_new.as_ref().is_some_and(|c| c.persistence),
-        result: (p.result != 0).then(|| errno_name(p.result)),
+        result,
+        via,
         ..named(p.header.tgid, op, p.path.clone())
     })
 }
@@ -322,12 +334,14 @@ pub fn link(classifier: &Classifier, p: &PathOp, symbolic: bool) -> Record {
     let at = p.new_path.clone().unwrap_or_default();
     let c = classifier.classify(&at, 0, p.new_path_truncated, true);
     let c_to = classifier.classify(&p.path, 0, p.path_truncated, false);
+    let (result, via) = outcome(p);
     file_or_failed(FileEntry {
         path_truncated: p.path_truncated || p.new_path_truncated,
         credential: c.credential || c_to.credential,
         // A symbolic link where a directory's files would run points that directory there.
         persistence: c.persistence || (symbolic && classifier.holds_persistence(&at)),
-        result: (p.result != 0).then(|| errno_name(p.result)),
+        result,
+        via,
         link_to: Some(p.path.clone()),
         link: Some(if symbolic { "symbolic" } else { "hard" }.to_string()),
         ..named(p.header.tgid, Op::Create, at)

@@ -99,6 +99,10 @@ pub struct FileEntry {
     /// core_pattern, …), when it is one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub escalation: Option<String>,
+    /// `io_uring`: a rename, delete or link submitted through io_uring, recorded at its
+    /// submission with the names the kernel copied; its result is not seen (no `result`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub via: Option<String>,
 }
 
 fn one() -> u64 {

@@ -1,0 +1,51 @@
+//! File operations submitted through io_uring (issue 15 item 6).
+//!
+//! `tp_btf/io_uring_submit_req(struct io_kiocb *req)` fires in the submitting task (an SQPOLL
+//! thread is a thread of the same process) once the request's prep has copied its names into
+//! the kernel (`getname`): the names recorded are the kernel's, which no thread of the caller
+//! can change afterwards. RENAMEAT, UNLINKAT, LINKAT and SYMLINKAT become the records their
+//! syscalls make (each name under its directory descriptor, walked from the kernel's objects),
+//! flagged [`VIA_IO_URING`]. Their result comes later, in the completion, and is not read:
+//! the record is of the request, the report says so. Opens, MKDIRAT and the xattr opcodes are
+//! not seen here (`probe.gaps` names them).
+use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
+use sandbox_watch_common::{EventKind, VIA_IO_URING};
+
+use super::files::{Names, send_link, send_path_op};
+use crate::{current_tgid, is_traced, kernel::*};
+
+// enum io_uring_op (include/uapi/linux/io_uring.h; equal in kernel.c).
+const IORING_OP_RENAMEAT: u32 = 35;
+const IORING_OP_UNLINKAT: u32 = 36;
+const IORING_OP_SYMLINKAT: u32 = 38;
+const IORING_OP_LINKAT: u32 = 39;
+
+#[btf_tracepoint(function = "io_uring_submit_req")]
+pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> i32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let req: Ptr = ctx.arg(0);
+    let op = unsafe { sw_uring_opcode(req) };
+    if !matches!(
+        op,
+        IORING_OP_RENAMEAT | IORING_OP_UNLINKAT | IORING_OP_SYMLINKAT | IORING_OP_LINKAT
+    ) {
+        return 0;
+    }
+    let mut a = [0u64; 4];
+    unsafe { sw_uring_names(req, op, a.as_mut_ptr()) };
+    let names = Names {
+        dirfd: a[0] as i64,
+        name: a[1],
+        new_dirfd: a[2] as i64,
+        new_name: a[3],
+        kernel: true,
+    };
+    match op {
+        IORING_OP_RENAMEAT => send_path_op(EventKind::Rename, names, 0, VIA_IO_URING),
+        IORING_OP_UNLINKAT => send_path_op(EventKind::Unlink, names, 0, VIA_IO_URING),
+        _ => send_link(op == IORING_OP_SYMLINKAT, names, 0, VIA_IO_URING),
+    }
+    0
+}
