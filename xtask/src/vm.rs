@@ -111,6 +111,7 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "a_shell_start_file_written_through_a_hard_link_is_persistence",
             "names_through_proc_self_fd_are_the_paths_the_kernel_resolved",
             "reads_of_files_that_reuse_an_inode_number_are_each_seen",
+            "renames_links_and_deletes_through_io_uring_are_entries_with_their_flags",
         ],
     ),
     ("evidence", &["a_real_log_verifies_and_tampering_is_named"]),

@@ -1,13 +1,13 @@
 //! File operations submitted through io_uring (issue 15 item 6).
 //!
-//! `tp_btf/io_uring_submit_req(struct io_kiocb *req)` fires in the submitting task (an SQPOLL
-//! thread is a thread of the same process) once the request's prep has copied its names into
-//! the kernel (`getname`): the names recorded are the kernel's, which no thread of the caller
-//! can change afterwards. RENAMEAT, UNLINKAT, LINKAT and SYMLINKAT become the records their
-//! syscalls make (each name under its directory descriptor, walked from the kernel's objects),
-//! flagged [`VIA_IO_URING`]. Their result comes later, in the completion, and is not read:
-//! the record is of the request, the report says so. Opens, MKDIRAT and the xattr opcodes are
-//! not seen here (`probe.gaps` names them).
+//! `tp_btf/io_uring_submit_req(struct io_kiocb *req)` (`io_uring_submit_sqe(req, …)` before
+//! 6.2, the same program) fires in the submitting task (an SQPOLL thread is a thread of the same
+//! process) once the request's prep has copied its names into the kernel (`getname`): the names
+//! recorded are the kernel's, which no thread of the caller can change afterwards. RENAMEAT,
+//! UNLINKAT, LINKAT and SYMLINKAT become the records their syscalls make (each name under its
+//! directory descriptor, walked from the kernel's objects), flagged [`VIA_IO_URING`]. Their
+//! result comes later, in the completion, and is not read: the record is of the request. MKDIRAT
+//! and the xattr opcodes are not seen here (`probe.not_watched` names them).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use sandbox_watch_common::{EventKind, VIA_IO_URING};
 

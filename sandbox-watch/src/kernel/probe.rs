@@ -194,6 +194,10 @@ const PROGRAMS: &[Program] = &[
     },
 ];
 
+/// BTF tracepoints with another name on older kernels (same arguments first): (name, older
+/// name). io_uring_submit_sqe(req, force_nonblock) became io_uring_submit_req(req) in 6.2.
+const BTF_RENAMED: &[(&str, &str)] = &[("io_uring_submit_req", "io_uring_submit_sqe")];
+
 /// The exits `sys_exit_attr` is attached to (kernels without fchmodat2, 6.6, or setxattrat,
 /// 6.13, do not have those calls at all: not a gap).
 const ATTR_CALLS: &[&str] = &[
@@ -755,7 +759,13 @@ fn attach(prog: &mut aya::programs::Program, p: &Program, btf: &Btf) -> Result<L
         }
         Hook::Btf(tp) => {
             let prog: &mut BtfTracePoint = prog.try_into().map_err(e)?;
-            prog.load(tp, btf).map_err(e)?;
+            if let Err(first) = prog.load(tp, btf) {
+                // A tracepoint renamed since: its older name, where the kernel has that.
+                let older = BTF_RENAMED.iter().find(|(now, _)| *now == tp);
+                if older.is_none_or(|(_, old)| prog.load(old, btf).is_err()) {
+                    return Err(e(first));
+                }
+            }
             let id = prog.attach().map_err(e)?;
             Box::new(prog.take_link(id).map_err(e)?)
         }
