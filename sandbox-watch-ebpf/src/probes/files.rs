@@ -122,7 +122,7 @@ pub fn writeback_mark_inode_dirty(ctx: BtfTracePointContext) -> i32 {
     let generation = unsafe { sw_inode_generation(inode) };
     let start_ns = unsafe { sw_task_start_ns(current_task()) };
     let key = written_key(tgid, dev, ino, start_ns, generation);
-    if unsafe { WRITTEN.get(&key) }.is_some() {
+    if unsafe { WRITTEN.get(key) }.is_some() {
         return 0;
     }
     note_written(&key);

@@ -1099,11 +1099,13 @@ mod tests {
                     (e.path_len, e.argv_len) = (split, len - split);
                 }
             }),
-            EventKind::FileOpen | EventKind::OpenFailed => patch::<FileEvent>(&mut bytes, |f| {
-                if fit {
-                    f.path_len = len;
-                }
-            }),
+            EventKind::FileOpen | EventKind::OpenFailed | EventKind::InodeDirty => {
+                patch::<FileEvent>(&mut bytes, |f| {
+                    if fit {
+                        f.path_len = len;
+                    }
+                })
+            }
             EventKind::Unlink | EventKind::Rename | EventKind::Link => {
                 patch::<FileEvent>(&mut bytes, |f| {
                     if fit {
