@@ -90,20 +90,25 @@ fn note_written(key: &ReadKey) -> bool {
 /// x86-64 numbers of write(2), pwrite64, writev, pwritev, pwritev2.
 const WRITE_CALLS: [i64; 5] = [1, 18, 20, 296, 328];
 
-/// Whether a dirtying is a write of the file's data: its pages (a page clean until now), or the
-/// inode's times from inside a write call (a write into pages still dirty from an earlier
-/// write dirties no page, only the mtime; an atime update from a read looks the same, so the
-/// call tells them apart).
+/// x86-64 numbers of open, creat, openat, open_by_handle_at, openat2: their exits report the
+/// open (an O_TRUNC one truncates, and dirties the pages, before it returns).
+const OPEN_CALLS: [i64; 5] = [2, 85, 257, 304, 437];
+
+/// Whether a dirtying is a write of the file's data not already reported as an open: its pages
+/// (a page clean until now), or the inode's times from inside a write call (a write into pages
+/// still dirty from an earlier write dirties no page, only the mtime; an atime update from a
+/// read looks the same, so the call tells them apart). Not inside an open call: the open's exit
+/// is the record, entered in `WRITTEN` then.
 #[inline(always)]
 fn is_data_write(flags: u32) -> bool {
+    let nr = unsafe { sw_syscall_nr() };
+    if OPEN_CALLS.contains(&nr) {
+        return false;
+    }
     if flags & unsafe { sw_dirty_pages_flag() } != 0 {
         return true;
     }
-    if flags & unsafe { sw_dirty_inode_flags() } == 0 {
-        return false;
-    }
-    let nr = unsafe { sw_syscall_nr() };
-    WRITE_CALLS.contains(&nr)
+    flags & unsafe { sw_dirty_inode_flags() } != 0 && WRITE_CALLS.contains(&nr)
 }
 
 #[btf_tracepoint(function = "writeback_mark_inode_dirty")]
