@@ -10,6 +10,8 @@
 //!   cannot fold into a count).
 //! - `open-each DIR FILES`: one of those processes.
 //! - `udp N`, `tcp N`: N datagrams, N loopback connections (see below).
+//! - `writes DIR N`: N files created in DIR, 4 KiB written to each and closed (the write
+//!   storm: every write dirties an inode).
 //! - `signals N`: N × kill(getpid(), SIGUSR1) with SIGUSR1 ignored: each is a kill(2) and a
 //!   generated signal, what the monitor's tamper hooks (sys_enter_kill, signal_generate) see.
 use std::ffi::CString;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N | signals N"
+        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N | signals N | writes DIR N"
     );
     std::process::exit(2)
 }
@@ -44,6 +46,10 @@ fn main() {
         Some("udp") => udp(num(args.get(1))),
         Some("tcp") => tcp(num(args.get(1))),
         Some("signals") => signals(num(args.get(1))),
+        Some("writes") => writes(
+            Path::new(args.get(1).unwrap_or_else(|| usage())),
+            num(args.get(2)),
+        ),
         Some("open-each") => open_each(
             Path::new(args.get(1).unwrap_or_else(|| usage())),
             num(args.get(2)),
@@ -135,6 +141,18 @@ fn opens(dir: &Path, files: u64, procs: u64) {
             .is_ok_and(|s| s.success());
         if !ok {
             eprintln!("bench-helper: open-each failed");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn writes(dir: &Path, files: u64) {
+    std::fs::create_dir_all(dir).expect("creating the directory");
+    let block = [0x57u8; 4096];
+    for i in 0..files {
+        let path = file(dir, i);
+        if let Err(e) = std::fs::write(&path, block) {
+            eprintln!("bench-helper: {}: {e}", path.display());
             std::process::exit(1);
         }
     }
