@@ -4,8 +4,8 @@
 //! never in the measured time): an exec storm (fork+exec of `/bin/true` from a shell loop), an
 //! open storm (open/close of one file, `open-storm`) and a short agent session (git, python,
 //! sed, ls), a signal storm (kill(2) of itself, the syscall and tracepoint the tamper
-//! hooks of issue 13 sit on), and a write storm (1,000 files created, 4 KiB written to each and
-//! closed: every write dirties an inode, where the hook of issue 15 item 5 sits). Each runs unmonitored, traced by `sandbox-watch run`, and outside the traced set
+//! hooks of issue 13 sit on), and a write storm (4 KiB written to each of 1,000 files and
+//! closed, 20 times over: every write dirties an inode, where the hook of issue 15 item 5 sits). Each runs unmonitored, traced by `sandbox-watch run`, and outside the traced set
 //! while `sandbox-watch attach` watches an idle process; the conditions alternate within every
 //! round (their order rotating from round to round) and the median of the rounds is compared
 //! with the unmonitored median. Installed peers (strace -f, bpftrace, auditd) run the two storms
@@ -116,8 +116,9 @@ struct Sizes {
     output_writes: u64,
     /// kill(2) calls of the signal storm.
     signals: u64,
-    /// Files of the write storm (4 KiB each).
+    /// Files of the write storm (4 KiB each), and how many times each is written.
     write_files: u64,
+    write_passes: u64,
     commits: u64,
     markers: u64,
     marker_interval_ms: u64,
@@ -139,6 +140,7 @@ impl Sizes {
                     output_writes: 6400,
                     signals: 50_000,
                     write_files: 1000,
+                    write_passes: 5,
                     commits: 3,
                     markers: 50,
                     marker_interval_ms: 20,
@@ -158,6 +160,7 @@ impl Sizes {
                     output_writes: 25_600,
                     signals: 200_000,
                     write_files: 1000,
+                    write_passes: 20,
                     commits: 5,
                     markers: 200,
                     marker_interval_ms: 20,
@@ -261,8 +264,8 @@ impl Workload {
                 s.signals
             ),
             Workload::WriteStorm => format!(
-                "{} files created, 4 KiB written to each and closed (bench-helper writes)",
-                s.write_files
+                "{} passes of 4 KiB written to each of {} files and closed (bench-helper writes; files made in the warm-up)",
+                s.write_passes, s.write_files
             ),
             Workload::UdpStorm => format!(
                 "{} sendto of 64 bytes to a loopback UDP socket of its own (bench-helper udp)",
@@ -352,12 +355,14 @@ impl Workload {
                 "signals".into(),
                 ctx.sizes.signals.to_string(),
             ],
-            // Into this run's own directory: every file is new (created, then written).
+            // The same files every run (made by the warm-up run): creating them would measure
+            // ext4's inode allocation, slow and erratic after the machine's many deletions.
             Workload::WriteStorm => vec![
                 ctx.helper.display().to_string(),
                 "writes".into(),
-                dir.join("writes").display().to_string(),
+                ctx.work.join("write-storm").display().to_string(),
                 ctx.sizes.write_files.to_string(),
+                ctx.sizes.write_passes.to_string(),
             ],
             Workload::Agent => vec![
                 "/bin/sh".into(),
