@@ -59,7 +59,9 @@ fn a_write_through_an_inherited_descriptor_is_a_write() {
     let r = run_home_fd3(&home, &f, &["sh", "-c", "echo planted >&3"]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "planted\n");
-    one_write(&r, &target);
+    let w = one_write(&r, &target);
+    // The filesystem is known from the inode, as for an open.
+    assert_ne!(w["magic"], "0x0", "{w:#}");
 }
 
 /// A shared mapping of an inherited descriptor, stored to: no write(2) at all.
