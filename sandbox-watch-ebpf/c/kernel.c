@@ -230,6 +230,11 @@ SW_INLINE void *sw_file_inode(void *file)
 	return BPF_CORE_READ((struct file *)file, f_inode);
 }
 
+SW_INLINE u64 sw_inode_magic(void *inode)
+{
+	return BPF_CORE_READ((struct inode *)inode, i_sb, s_magic);
+}
+
 SW_INLINE u32 sw_inode_dev(void *inode)
 {
 	return BPF_CORE_READ((struct inode *)inode, i_sb, s_dev);

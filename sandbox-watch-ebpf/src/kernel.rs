@@ -29,6 +29,7 @@ unsafe extern "C" {
     pub fn sw_file_magic(file: Ptr) -> u64;
     pub fn sw_file_mode(file: Ptr) -> u32;
     pub fn sw_file_inode(file: Ptr) -> Ptr;
+    pub fn sw_inode_magic(inode: Ptr) -> u64;
     pub fn sw_inode_dev(inode: Ptr) -> u32;
     pub fn sw_inode_ino(inode: Ptr) -> u64;
     pub fn sw_inode_generation(inode: Ptr) -> u32;
