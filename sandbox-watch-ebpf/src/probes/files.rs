@@ -139,7 +139,7 @@ pub fn writeback_mark_inode_dirty(ctx: BtfTracePointContext) -> i32 {
     unsafe {
         *event = FileEvent {
             header: header(EventKind::InodeDirty, tgid, start_ns),
-            magic: unsafe { sw_inode_magic(inode) },
+            magic: sw_inode_magic(inode),
             ino,
             dev,
             generation,
