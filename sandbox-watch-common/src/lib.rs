@@ -93,11 +93,17 @@ pub enum EventKind {
     /// A traced task changed a file's attributes (chmod, chown, truncate, mkdir, setxattr,
     /// utime families): an [`AttrEvent`], from the syscall's exit.
     Attr = 30,
+    // 32–33: writes seen where the kernel dirties the inode (issue 15 item 5).
+    /// A traced task dirtied the pages of an inode it was not seen opening for write in this
+    /// capture (inherited, pidfd_getfd'd or pre-attach descriptors, shared mappings): a
+    /// [`FileEvent`] with dev, ino, generation and the path of the inode's first dentry from
+    /// its filesystem's root (`PATH_FROM_INODE`), from `tp_btf/writeback_mark_inode_dirty`.
+    InodeDirty = 32,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 23] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -118,6 +124,7 @@ impl EventKind {
         Self::NetConnEnd,
         Self::NetFlow,
         Self::Attr,
+        Self::InodeDirty,
         Self::ExecFailed,
         Self::Output,
     ];
@@ -146,6 +153,7 @@ impl EventKind {
             21 => Self::NetConnEnd,
             22 => Self::NetFlow,
             30 => Self::Attr,
+            32 => Self::InodeDirty,
             _ => return None,
         })
     }
@@ -174,6 +182,7 @@ impl EventKind {
             Self::NetConnEnd => "net_conn_end",
             Self::NetFlow => "net_flow",
             Self::Attr => "attr",
+            Self::InodeDirty => "inode_dirty",
         }
     }
 
@@ -202,6 +211,7 @@ impl EventKind {
             Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
             Self::NetFlow => core::mem::size_of::<FlowEvent>(),
             Self::Attr => core::mem::size_of::<AttrEvent>(),
+            Self::InodeDirty => core::mem::size_of::<FileEvent>(),
         }
     }
 }
@@ -264,7 +274,8 @@ const _: () = {
             | EventKind::NetConn
             | EventKind::NetConnEnd
             | EventKind::NetFlow
-            | EventKind::Attr => 22,
+            | EventKind::Attr
+            | EventKind::InodeDirty => 23,
         }
     }
     assert!(
@@ -432,6 +443,9 @@ pub const PATH_FROM_FILE: u32 = 1;
 pub const PATH_FROM_DIR_AND_NAME: u32 = 2;
 /// The argument as the caller gave it, not resolved (a symbolic link's target).
 pub const PATH_AS_GIVEN: u32 = 3;
+/// The components of an inode's first dentry up to its filesystem's root, leaf first each
+/// ended by NUL (no mount is known: the userspace puts the mount point in front).
+pub const PATH_FROM_INODE: u32 = 4;
 /// In a `Link` event's `open_flags`: a symbolic link (else a hard link).
 pub const LINK_SYMBOLIC: u32 = 1;
 
@@ -662,6 +676,9 @@ pub mod fails {
     pub const READS: u32 = 1;
     /// A monitor thread could not be added to `MON_TIDS`.
     pub const MON_TIDS: u32 = 2;
+    /// A write could not be entered in `WRITTEN` (an LRU: only when every entry of the CPU's
+    /// list is in use): that file's next dirtying is sent again, not lost.
+    pub const WRITTEN: u32 = 3;
     pub const SLOTS: u32 = 4;
 }
 

@@ -230,6 +230,11 @@ SW_INLINE void *sw_file_inode(void *file)
 	return BPF_CORE_READ((struct file *)file, f_inode);
 }
 
+SW_INLINE u64 sw_inode_magic(void *inode)
+{
+	return BPF_CORE_READ((struct inode *)inode, i_sb, s_magic);
+}
+
 SW_INLINE u32 sw_inode_dev(void *inode)
 {
 	return BPF_CORE_READ((struct inode *)inode, i_sb, s_dev);
@@ -243,6 +248,38 @@ SW_INLINE u64 sw_inode_ino(void *inode)
 SW_INLINE u32 sw_inode_generation(void *inode)
 {
 	return BPF_CORE_READ((struct inode *)inode, i_generation);
+}
+
+// The path of an inode's first dentry (i_dentry, linked by d_u.d_alias) up to its
+// filesystem's root, as sw_walk writes it; 0 when it has none (unlinked, or never looked up).
+// No mount is known from an inode: sw_walk with none stops at the superblock's root, and the
+// userspace puts the mount point in front.
+SW_INLINE u32 sw_inode_path(void *inode, u8 *buf)
+{
+	struct hlist_node *first = BPF_CORE_READ((struct inode *)inode, i_dentry.first);
+	if (!first)
+		return 0;
+	struct dentry *dentry = (void *)first - bpf_core_field_offset(struct dentry, d_u.d_alias);
+	return sw_walk(dentry, NULL, buf);
+}
+
+// I_DIRTY_PAGES, the flag __mark_inode_dirty gets when a page of the file's data is dirtied
+// (write(2), a store into a shared mapping, io_uring's writes): a #define until 6.11 (1 << 2),
+// an enumerator of `inode_state_flags_t` (in BTF) since 6.12, where its value changed.
+SW_INLINE u32 sw_dirty_pages_flag(void)
+{
+	if (bpf_core_enum_value_exists(enum inode_state_flags_t, I_DIRTY_PAGES))
+		return bpf_core_enum_value(enum inode_state_flags_t, I_DIRTY_PAGES);
+	return 1 << 2;
+}
+
+// I_DIRTY_SYNC | I_DIRTY_DATASYNC (a time or size change of the inode), as sw_dirty_pages_flag.
+SW_INLINE u32 sw_dirty_inode_flags(void)
+{
+	if (bpf_core_enum_value_exists(enum inode_state_flags_t, I_DIRTY_SYNC))
+		return bpf_core_enum_value(enum inode_state_flags_t, I_DIRTY_SYNC) |
+		       bpf_core_enum_value(enum inode_state_flags_t, I_DIRTY_DATASYNC);
+	return (1 << 0) | (1 << 1);
 }
 
 // The name an open used, without walking it: the dentry's name (hash and length), its parent

@@ -29,9 +29,13 @@ unsafe extern "C" {
     pub fn sw_file_magic(file: Ptr) -> u64;
     pub fn sw_file_mode(file: Ptr) -> u32;
     pub fn sw_file_inode(file: Ptr) -> Ptr;
+    pub fn sw_inode_magic(inode: Ptr) -> u64;
     pub fn sw_inode_dev(inode: Ptr) -> u32;
     pub fn sw_inode_ino(inode: Ptr) -> u64;
     pub fn sw_inode_generation(inode: Ptr) -> u32;
+    pub fn sw_inode_path(inode: Ptr, buf: *mut u8) -> u32;
+    pub fn sw_dirty_pages_flag() -> u32;
+    pub fn sw_dirty_inode_flags() -> u32;
     pub fn sw_file_name_key(file: Ptr) -> u64;
     pub fn sw_file_flags(file: Ptr) -> u32;
     pub fn sw_file_sock(file: Ptr) -> Ptr;

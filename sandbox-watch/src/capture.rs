@@ -1061,6 +1061,7 @@ fn fail_name(slot: u32) -> &'static str {
         fails::TRACED => "TRACED",
         fails::READS => "READS",
         fails::MON_TIDS => "MON_TIDS",
+        fails::WRITTEN => "WRITTEN",
         _ => "other",
     }
 }

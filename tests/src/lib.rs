@@ -173,10 +173,45 @@ pub fn run_in_env(
     extra: &[&str],
     cmd: &[&str],
 ) -> Run {
+    run_in_env_with(dir, envs, extra, cmd, command())
+}
+
+/// `run_home`, with `file` open as fd 3 in sandbox-watch and so in the agent it starts: a
+/// descriptor the launcher opened before the capture.
+pub fn run_home_fd3(home: &Path, file: &std::fs::File, cmd: &[&str]) -> Run {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = file.as_raw_fd();
+    let mut c = command();
+    // SAFETY: dup2 is async-signal-safe; it leaves fd 3 without FD_CLOEXEC.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run_in_env_with(
+        tempfile::tempdir().unwrap(),
+        &[("HOME", home.as_os_str())],
+        &[],
+        cmd,
+        c,
+    )
+}
+
+fn run_in_env_with(
+    dir: tempfile::TempDir,
+    envs: &[(&str, &std::ffi::OsStr)],
+    extra: &[&str],
+    cmd: &[&str],
+    mut command: Command,
+) -> Run {
     require_root();
     let report = dir.path().join("report.json");
     let log = dir.path().join("log.jsonl");
-    let output = command()
+    let output = command
         .envs(envs.iter().copied())
         .args(["run", "--headless", "--linger", "0.3"])
         .arg("--report")

@@ -3,8 +3,9 @@
 //! Three workloads time themselves (through `bench-helper timed`, so a monitor's start-up is
 //! never in the measured time): an exec storm (fork+exec of `/bin/true` from a shell loop), an
 //! open storm (open/close of one file, `open-storm`) and a short agent session (git, python,
-//! sed, ls), and a signal storm (kill(2) of itself, the syscall and tracepoint the tamper
-//! hooks of issue 13 sit on). Each runs unmonitored, traced by `sandbox-watch run`, and outside the traced set
+//! sed, ls), a signal storm (kill(2) of itself, the syscall and tracepoint the tamper
+//! hooks of issue 13 sit on), and a write storm (4 KiB written to each of 1,000 files and
+//! closed, 20 times over: every write dirties an inode, where the hook of issue 15 item 5 sits). Each runs unmonitored, traced by `sandbox-watch run`, and outside the traced set
 //! while `sandbox-watch attach` watches an idle process; the conditions alternate within every
 //! round (their order rotating from round to round) and the median of the rounds is compared
 //! with the unmonitored median. Installed peers (strace -f, bpftrace, auditd) run the two storms
@@ -116,6 +117,9 @@ struct Sizes {
     output_writes: u64,
     /// kill(2) calls of the signal storm.
     signals: u64,
+    /// Files of the write storm (4 KiB each), and how many times each is written.
+    write_files: u64,
+    write_passes: u64,
     commits: u64,
     markers: u64,
     marker_interval_ms: u64,
@@ -136,6 +140,8 @@ impl Sizes {
                     opens: 50_000,
                     output_writes: 6400,
                     signals: 50_000,
+                    write_files: 1000,
+                    write_passes: 5,
                     commits: 3,
                     markers: 50,
                     marker_interval_ms: 20,
@@ -154,6 +160,8 @@ impl Sizes {
                     opens: 200_000,
                     output_writes: 25_600,
                     signals: 200_000,
+                    write_files: 1000,
+                    write_passes: 20,
                     commits: 5,
                     markers: 200,
                     marker_interval_ms: 20,
@@ -203,9 +211,10 @@ enum Workload {
     Agent,
     OutputStorm,
     SignalStorm,
+    WriteStorm,
 }
 
-const WORKLOADS: [Workload; 7] = [
+const WORKLOADS: [Workload; 8] = [
     Workload::ExecStorm,
     Workload::OpenStorm,
     Workload::UdpStorm,
@@ -213,6 +222,7 @@ const WORKLOADS: [Workload; 7] = [
     Workload::Agent,
     Workload::OutputStorm,
     Workload::SignalStorm,
+    Workload::WriteStorm,
 ];
 
 impl Workload {
@@ -225,6 +235,7 @@ impl Workload {
             Workload::Agent => "agent_session",
             Workload::OutputStorm => "output_storm",
             Workload::SignalStorm => "signal_storm",
+            Workload::WriteStorm => "write_storm",
         }
     }
 
@@ -237,6 +248,7 @@ impl Workload {
             Workload::Agent => "agent session",
             Workload::OutputStorm => "output storm",
             Workload::SignalStorm => "signal storm",
+            Workload::WriteStorm => "write storm",
         }
     }
 
@@ -251,6 +263,10 @@ impl Workload {
             Workload::SignalStorm => format!(
                 "{} kill(getpid(), SIGUSR1), ignored (bench-helper signals)",
                 s.signals
+            ),
+            Workload::WriteStorm => format!(
+                "{} passes of 4 KiB written to each of {} files and closed (bench-helper writes; files made in the warm-up)",
+                s.write_passes, s.write_files
             ),
             Workload::UdpStorm => format!(
                 "{} sendto of 64 bytes to a loopback UDP socket of its own (bench-helper udp)",
@@ -273,7 +289,9 @@ impl Workload {
             Workload::ExecStorm => Some(TARGET_TRACED_EXEC),
             Workload::OpenStorm => Some(TARGET_TRACED_OPEN),
             Workload::UdpStorm => Some(TARGET_TRACED_UDP),
-            Workload::TcpStorm | Workload::Agent | Workload::SignalStorm => None,
+            Workload::TcpStorm | Workload::Agent | Workload::SignalStorm | Workload::WriteStorm => {
+                None
+            }
             Workload::OutputStorm => Some(TARGET_TRACED_OUTPUT),
         }
     }
@@ -296,6 +314,7 @@ impl Workload {
                 | Workload::TcpStorm
                 | Workload::SignalStorm
                 | Workload::OutputStorm
+                | Workload::WriteStorm
         )
     }
 
@@ -337,6 +356,15 @@ impl Workload {
                 ctx.helper.display().to_string(),
                 "signals".into(),
                 ctx.sizes.signals.to_string(),
+            ],
+            // The same files every run (made by the warm-up run): creating them would measure
+            // ext4's inode allocation, slow and erratic after the machine's many deletions.
+            Workload::WriteStorm => vec![
+                ctx.helper.display().to_string(),
+                "writes".into(),
+                ctx.work.join("write-storm").display().to_string(),
+                ctx.sizes.write_files.to_string(),
+                ctx.sizes.write_passes.to_string(),
             ],
             Workload::Agent => vec![
                 "/bin/sh".into(),

@@ -65,7 +65,7 @@ enum Task {
         #[arg(long, value_name = "BIN")]
         baseline: Option<PathBuf>,
         /// Only these workloads, comma-separated (exec_storm, open_storm, udp_storm,
-        /// tcp_connect_storm, agent_session, output_storm, signal_storm); the latency and
+        /// tcp_connect_storm, agent_session, output_storm, signal_storm, write_storm); the latency and
         /// memory captures are left out.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         workloads: Vec<String>,

@@ -114,6 +114,16 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "renames_links_and_deletes_through_io_uring_are_entries_with_their_flags",
         ],
     ),
+    (
+        "dirty_writes",
+        &[
+            "a_write_through_an_inherited_descriptor_is_a_write",
+            "a_store_into_a_shared_mapping_is_a_write",
+            "a_shell_start_file_written_through_an_inherited_link_is_persistence",
+            "a_write_storm_of_files_opened_in_the_capture_is_one_entry_per_file",
+            "a_file_truncated_by_its_open_is_one_write_entry",
+        ],
+    ),
     ("evidence", &["a_real_log_verifies_and_tampering_is_named"]),
     (
         "tamper",

@@ -17,13 +17,13 @@ use aya_ebpf::{
         bpf_probe_read_kernel, bpf_probe_read_kernel_str, bpf_probe_read_user,
         bpf_probe_read_user_str,
     },
-    macros::{fentry, fexit, map},
-    maps::HashMap,
-    programs::{FEntryContext, FExitContext, TracePointContext},
+    macros::{btf_tracepoint, fentry, fexit, map},
+    maps::{HashMap, LruHashMap},
+    programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
 use sandbox_watch_common::{
     EventKind, FileEvent, InodeKey, LINK_SYMBOLIC, NEW_PATH_TRUNCATED, PATH_AS_GIVEN,
-    PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_MAX, PATH_TRUNCATED, ReadKey,
+    PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_FROM_INODE, PATH_MAX, PATH_TRUNCATED, ReadKey,
 };
 
 use super::syscall::{RET, syscall_programs};
@@ -50,6 +50,121 @@ static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
 /// never overwritten.
 #[map]
 static ALWAYS: HashMap<InodeKey, u8> = HashMap::with_max_entries(16384, 0);
+
+/// Files a process is known to write in this capture, by process (with its start) and inode
+/// (with its generation; `name_key` is 0): entered at every open for write the capture sees,
+/// and at the first dirtying of any other file, so a write storm is one record per file. An
+/// LRU: a file pushed out by 65,536 newer ones is sent again at its next dirtying (the
+/// userspace folds it into the entry it has).
+#[map]
+static WRITTEN: LruHashMap<ReadKey, u8> = LruHashMap::with_max_entries(65536, 0);
+
+#[inline(always)]
+fn written_key(tgid: u32, dev: u32, ino: u64, start_ns: u64, generation: u32) -> ReadKey {
+    ReadKey {
+        tgid,
+        dev,
+        ino,
+        start_ns,
+        generation,
+        _pad: 0,
+        name_key: 0,
+    }
+}
+
+/// Enters a write the capture knows of; false when the map refused it (counted).
+#[inline(always)]
+fn note_written(key: &ReadKey) -> bool {
+    if WRITTEN.insert(key, 1, 0).is_err() {
+        crate::count_fail(sandbox_watch_common::fails::WRITTEN);
+        return false;
+    }
+    true
+}
+
+// ---- writes: where the kernel dirties the inode ----
+//
+// `tp_btf/writeback_mark_inode_dirty(struct inode *inode, int flags)` runs in the task that
+// dirties the inode, at every `__mark_inode_dirty`: write(2) and its family, a store into a
+// shared mapping (at the page fault), io_uring's writes (in its io-wq worker, a thread of the
+// submitter). Only data is a write: the call is for the inode's pages (I_DIRTY_PAGES), not an
+// atime or attribute update.
+
+/// x86-64 numbers of write(2), pwrite64, writev, pwritev, pwritev2.
+const WRITE_CALLS: [i64; 5] = [1, 18, 20, 296, 328];
+
+/// x86-64 numbers of open, creat, openat, open_by_handle_at, openat2: their exits report the
+/// open (an O_TRUNC one truncates, and dirties the pages, before it returns).
+const OPEN_CALLS: [i64; 5] = [2, 85, 257, 304, 437];
+
+/// Whether a dirtying is a write of the file's data not already reported as an open: its pages
+/// (a page clean until now), or the inode's times from inside a write call (a write into pages
+/// still dirty from an earlier write dirties no page, only the mtime; an atime update from a
+/// read looks the same, so the call tells them apart). Not inside an open call: the open's exit
+/// is the record, entered in `WRITTEN` then.
+#[inline(always)]
+fn is_data_write(flags: u32) -> bool {
+    let nr = unsafe { sw_syscall_nr() };
+    if OPEN_CALLS.contains(&nr) {
+        return false;
+    }
+    if flags & unsafe { sw_dirty_pages_flag() } != 0 {
+        return true;
+    }
+    flags & unsafe { sw_dirty_inode_flags() } != 0 && WRITE_CALLS.contains(&nr)
+}
+
+#[btf_tracepoint(function = "writeback_mark_inode_dirty")]
+pub fn writeback_mark_inode_dirty(ctx: BtfTracePointContext) -> i32 {
+    let tgid = current_tgid();
+    if !is_traced(tgid) {
+        return 0;
+    }
+    let inode: Ptr = ctx.arg(0);
+    let flags: i32 = ctx.arg(1);
+    if !is_data_write(flags as u32) {
+        return 0;
+    }
+    let dev = unsafe { sw_inode_dev(inode) };
+    let ino = unsafe { sw_inode_ino(inode) };
+    let generation = unsafe { sw_inode_generation(inode) };
+    let start_ns = unsafe { sw_task_start_ns(current_task()) };
+    let key = written_key(tgid, dev, ino, start_ns, generation);
+    if unsafe { WRITTEN.get(key) }.is_some() {
+        return 0;
+    }
+    note_written(&key);
+    let Some(base) = scratch() else { return 0 };
+    let event = base.cast::<FileEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
+    let walked = unsafe { sw_inode_path(inode, tail) };
+    let path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
+    unsafe {
+        *event = FileEvent {
+            header: header(EventKind::InodeDirty, tgid, start_ns),
+            magic: sw_inode_magic(inode),
+            ino,
+            dev,
+            generation,
+            f_mode: sandbox_watch_common::abi::FMODE_WRITE,
+            open_flags: O_WRONLY,
+            flags: if walked & WALK_TRUNCATED != 0 {
+                PATH_TRUNCATED
+            } else {
+                0
+            },
+            path_kind: PATH_FROM_INODE,
+            path_len,
+            ..Default::default()
+        };
+    }
+    submit(
+        EventKind::InodeDirty,
+        base,
+        core::mem::size_of::<FileEvent>() + path_len as usize,
+    );
+    0
+}
 
 // ---- opens: syscall tracepoints (the fallback) ----
 //
@@ -238,6 +353,10 @@ fn report_open(file: Ptr) {
     // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
     let plain_read = f_mode & (FMODE_WRITE | FMODE_CREATED | FMODE_PATH) == 0;
     let always = unsafe { ALWAYS.get(InodeKey { dev, _pad: 0, ino }) }.is_some();
+    if f_mode & FMODE_WRITE != 0 {
+        // Its writes are this open's: the dirtying hook need not send them.
+        note_written(&written_key(tgid, dev, ino, start_ns, generation));
+    }
     let mut counted = 0;
     if plain_read && !always {
         let key = ReadKey {

@@ -471,6 +471,24 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 read_counted: f.flags & common::READ_COUNTED != 0,
             })
         }
+        EventKind::InodeDirty => {
+            // A write the capture saw no open for: an open for write of the inode's path.
+            let f: FileEvent = read(bytes).expect("length checked");
+            let walk = take(kind, tail, f.path_len as usize)?;
+            Event::FileOpen(FileOpen {
+                header: hdr,
+                magic: f.magic,
+                dev: f.dev,
+                ino: f.ino,
+                open_flags: f.open_flags,
+                f_mode: f.f_mode,
+                generation: f.generation,
+                name_key: f.name_key,
+                path: inode_path(f.dev, f.ino, walk),
+                path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+                read_counted: false,
+            })
+        }
         EventKind::OpenFailed => {
             let f: FileEvent = read(bytes).expect("length checked");
             let path = take(kind, tail, f.path_len as usize)?;
@@ -743,6 +761,60 @@ pub fn path_from_walk(bytes: &[u8]) -> String {
     out
 }
 
+/// The path of a dirtied inode: its walk from the filesystem's root (`PATH_FROM_INODE`) under
+/// where that filesystem is mounted here (/proc/self/mountinfo, read at each record: there is
+/// one per file written), or `dev MAJ:MIN inode N` when it has no name (deleted, or the
+/// filesystem is not mounted in the monitor's namespace).
+fn inode_path(dev: u32, ino: u64, walk: &[u8]) -> String {
+    let (major, minor) = (dev >> 20, dev & 0xfffff);
+    let unnamed = || format!("dev {major}:{minor} inode {ino}");
+    if walk.is_empty() {
+        return unnamed();
+    }
+    let inside = path_from_walk(walk);
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return unnamed();
+    };
+    mount_of(&mounts, major, minor, &inside).unwrap_or_else(unnamed)
+}
+
+/// Where `inside` (a path from its filesystem's root) is seen in `mountinfo`: under the mount of
+/// that filesystem whose root is the longest prefix of it.
+fn mount_of(mountinfo: &str, major: u32, minor: u32, inside: &str) -> Option<String> {
+    let dev = format!("{major}:{minor}");
+    let mut best: Option<(usize, String)> = None;
+    for line in mountinfo.lines() {
+        let mut f = line.split(' ');
+        let (Some(_), Some(_), Some(d), Some(root), Some(point)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        if d != dev {
+            continue;
+        }
+        let rest = if root == "/" {
+            Some(inside)
+        } else {
+            inside
+                .strip_prefix(root)
+                .filter(|r| r.is_empty() || r.starts_with('/'))
+        };
+        let Some(rest) = rest else { continue };
+        let len = if root == "/" { 0 } else { root.len() };
+        if best.as_ref().is_some_and(|(l, _)| *l >= len) {
+            continue;
+        }
+        let path = if point == "/" {
+            rest.to_string()
+        } else {
+            format!("{point}{rest}")
+        };
+        best = Some((len, if path.is_empty() { "/".into() } else { path }));
+    }
+    best.map(|(_, p)| p)
+}
+
 /// A path of either kind (see `sandbox_watch_common::FileEvent`).
 fn path_of(kind: u32, bytes: &[u8]) -> String {
     if kind == common::PATH_AS_GIVEN {
@@ -961,6 +1033,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_dirtied_inode_is_named_under_its_mount() {
+        let info = "22 1 254:0 / / rw - ext4 /dev/vda1 rw\n\
+                    30 22 254:0 /srv/data /data rw - ext4 /dev/vda1 rw\n\
+                    31 22 0:40 / /tmp rw - tmpfs tmpfs rw\n";
+        assert_eq!(mount_of(info, 254, 0, "/etc/x").as_deref(), Some("/etc/x"));
+        assert_eq!(
+            mount_of(info, 254, 0, "/srv/data/f").as_deref(),
+            Some("/data/f")
+        );
+        assert_eq!(mount_of(info, 0, 40, "/a").as_deref(), Some("/tmp/a"));
+        assert_eq!(mount_of(info, 0, 41, "/a"), None);
+        assert_eq!(inode_path(7 << 20 | 3, 9, b""), "dev 7:3 inode 9");
+    }
+
     /// Every kind there is, from [`EventKind::from_u32`]: a new kind is covered without editing
     /// the tests (and [`shape`] does not build until it knows the kind's lengths).
     fn all_kinds() -> Vec<EventKind> {
@@ -1017,11 +1104,13 @@ mod tests {
                     (e.path_len, e.argv_len) = (split, len - split);
                 }
             }),
-            EventKind::FileOpen | EventKind::OpenFailed => patch::<FileEvent>(&mut bytes, |f| {
-                if fit {
-                    f.path_len = len;
-                }
-            }),
+            EventKind::FileOpen | EventKind::OpenFailed | EventKind::InodeDirty => {
+                patch::<FileEvent>(&mut bytes, |f| {
+                    if fit {
+                        f.path_len = len;
+                    }
+                })
+            }
             EventKind::Unlink | EventKind::Rename | EventKind::Link => {
                 patch::<FileEvent>(&mut bytes, |f| {
                     if fit {

@@ -187,6 +187,12 @@ const PROGRAMS: &[Program] = &[
         open_fallback: false,
     },
     Program {
+        name: "writeback_mark_inode_dirty",
+        hook: Hook::Btf("writeback_mark_inode_dirty"),
+        gap: Some("writes through descriptors the capture did not see opened (inherited, pidfd_getfd, before attach, shared mappings)"),
+        open_fallback: false,
+    },
+    Program {
         name: "signal_generate",
         hook: Hook::Btf("signal_generate"),
         gap: Some("signals to the monitor"),

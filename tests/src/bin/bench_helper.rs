@@ -10,6 +10,9 @@
 //!   cannot fold into a count).
 //! - `open-each DIR FILES`: one of those processes.
 //! - `udp N`, `tcp N`: N datagrams, N loopback connections (see below).
+//! - `writes DIR N PASSES`: N files in DIR (made by the first run), 4 KiB written at the start
+//!   of each and closed, PASSES times over (the write storm: every write dirties an inode; the files are not created each
+//!   time, as ext4's search for a free inode after many deletions costs up to 20× the rest).
 //! - `signals N`: N × kill(getpid(), SIGUSR1) with SIGUSR1 ignored: each is a kill(2) and a
 //!   generated signal, what the monitor's tamper hooks (sys_enter_kill, signal_generate) see.
 use std::ffi::CString;
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N | signals N"
+        "usage: bench-helper timed OUT CMD [ARG…] | markers N INTERVAL_MS | opens DIR FILES PROCS | open-each DIR FILES | udp N | tcp N | signals N | writes DIR N PASSES"
     );
     std::process::exit(2)
 }
@@ -44,6 +47,11 @@ fn main() {
         Some("udp") => udp(num(args.get(1))),
         Some("tcp") => tcp(num(args.get(1))),
         Some("signals") => signals(num(args.get(1))),
+        Some("writes") => writes(
+            Path::new(args.get(1).unwrap_or_else(|| usage())),
+            num(args.get(2)),
+            num(args.get(3)),
+        ),
         Some("open-each") => open_each(
             Path::new(args.get(1).unwrap_or_else(|| usage())),
             num(args.get(2)),
@@ -135,6 +143,25 @@ fn opens(dir: &Path, files: u64, procs: u64) {
             .is_ok_and(|s| s.success());
         if !ok {
             eprintln!("bench-helper: open-each failed");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn writes(dir: &Path, files: u64, passes: u64) {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir).expect("creating the directory");
+    let block = [0x57u8; 4096];
+    for i in (0..passes).flat_map(|_| 0..files) {
+        let path = file(dir, i);
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&block));
+        if let Err(e) = written {
+            eprintln!("bench-helper: {}: {e}", path.display());
             std::process::exit(1);
         }
     }

