@@ -183,10 +183,17 @@ pub fn run_home_fd3(home: &Path, file: &std::fs::File, cmd: &[&str]) -> Run {
     use std::os::unix::process::CommandExt;
     let fd = file.as_raw_fd();
     let mut c = command();
-    // SAFETY: dup2 is async-signal-safe; it leaves fd 3 without FD_CLOEXEC.
+    // SAFETY: dup2 and fcntl are async-signal-safe. dup2 leaves fd 3 without FD_CLOEXEC;
+    // when the file already is fd 3 (a test process with few descriptors open, as in the 6.1
+    // guest) dup2 does nothing, so the flag is cleared by hand.
     unsafe {
         c.pre_exec(move || {
-            if libc::dup2(fd, 3) < 0 {
+            let ok = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0) >= 0
+            } else {
+                libc::dup2(fd, 3) >= 0
+            };
+            if !ok {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
