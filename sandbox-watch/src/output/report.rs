@@ -1127,7 +1127,8 @@ impl Report {
                 if failed.is_empty() {
                     String::new()
                 } else {
-                    list_or_none(&failed)
+                    // Two rows or so; the report's files have every failure.
+                    list_within(&failed, 240)
                 }
             ));
         }
@@ -1183,7 +1184,12 @@ impl Report {
             if self.probe.gaps.is_empty() {
                 String::new()
             } else {
-                format!("; not seen: {}", self.probe.gaps.join("; "))
+                // What was not seen, without why: the report's probe.gaps says why.
+                let gaps: Vec<&str> = self.probe.gaps.iter().map(|g| gap_name(g)).collect();
+                format!(
+                    "; not seen: {} (why: the report's probe.gaps)",
+                    gaps.join("; ")
+                )
             }
         ));
         // Each finding's step, grouped, on one row (the summary is one screen; the first line
@@ -1304,35 +1310,44 @@ impl Report {
         }
     }
 
-    /// `- **Packages**: pip six 1.17.0 (venv /w/.venv), apt tree 2.1.1`, when any.
+    /// `- **Packages**: pip six 1.17.0, pip 24.0 (venv /w/.venv); apt tree 2.1.1`, when any:
+    /// grouped by manager and where they went, each place named once.
     fn packages_line(&self) -> Option<String> {
         if self.packages.is_empty() {
             return None;
         }
-        let items: Vec<String> = self
-            .packages
+        // (manager, where) and the packages there, in the order first seen.
+        type Group<'a> = ((&'a str, String), Vec<String>);
+        let mut groups: Vec<Group> = Vec::new();
+        for p in self.packages.iter().take(20) {
+            let place = match (p.scope.as_str(), &p.prefix) {
+                ("system", None) => String::new(),
+                (scope, Some(prefix)) => format!(" ({scope} {prefix})"),
+                (scope, None) => format!(" ({scope})"),
+            };
+            let mut one = p.name.clone();
+            if let Some(v) = &p.version {
+                one.push_str(&format!(" {v}"));
+            }
+            if p.action == "remove" {
+                one.push_str(" removed");
+            }
+            let key = (p.manager.as_str(), place);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, names)) => names.push(one),
+                None => groups.push((key, vec![one])),
+            }
+        }
+        let items: Vec<String> = groups
             .iter()
-            .take(20)
-            .map(|p| {
-                let mut one = format!("{} {}", p.manager, p.name);
-                if let Some(v) = &p.version {
-                    one.push_str(&format!(" {v}"));
-                }
-                match (p.scope.as_str(), &p.prefix) {
-                    ("system", None) => {}
-                    (scope, Some(prefix)) => one.push_str(&format!(" ({scope} {prefix})")),
-                    (scope, None) => one.push_str(&format!(" ({scope})")),
-                }
-                if p.action == "remove" {
-                    one.push_str(" removed");
-                }
-                no_html(&clean(&one))
+            .map(|((manager, place), names)| {
+                no_html(&clean(&format!("{manager} {}{place}", names.join(", "))))
             })
             .collect();
-        let more = self.packages.len().saturating_sub(items.len());
+        let more = self.packages.len().saturating_sub(20);
         Some(format!(
             "- **Packages**: {}{}\n",
-            items.join(", "),
+            items.join("; "),
             if more > 0 {
                 format!(" and {more} more")
             } else {
@@ -1517,6 +1532,37 @@ fn list_ranked(first: &[String], then: &[String]) -> String {
         format!("{} and {} more", shown.join(", "), v.len() - 10)
     } else {
         shown.join(", ")
+    }
+}
+
+/// A gap without its reason: `file opens made through io_uring (the fentry hook …)` is
+/// `file opens made through io_uring`.
+fn gap_name(gap: &str) -> &str {
+    gap.split_once(" (").map_or(gap, |(name, _)| name)
+}
+
+/// The distinct items, sorted, quoted, as many as fit in `budget` characters (at least one),
+/// then `and N more`.
+fn list_within(items: &[String], budget: usize) -> String {
+    let mut v: Vec<&String> = items.iter().collect();
+    v.sort();
+    v.dedup();
+    let mut shown = String::new();
+    let mut n = 0;
+    for item in &v {
+        let one = format!("`{}`", clean(item));
+        if n > 0 && shown.chars().count() + 2 + one.chars().count() > budget {
+            break;
+        }
+        if n > 0 {
+            shown.push_str(", ");
+        }
+        shown.push_str(&one);
+        n += 1;
+    }
+    match v.len() - n {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
     }
 }
 
@@ -1771,5 +1817,71 @@ pub(crate) mod tests {
             json!({"op": "read", "path": "/h/.netrc", "credential": true}),
         )]);
         assert!(!quiet.summary().contains("Credentials changed"));
+    }
+
+    /// A real CLI session's long lists (six failures under a deep directory, a venv's three
+    /// packages, three gaps with their reasons) stay one screen: each line stays about its
+    /// rows, and says how much more the report has.
+    #[test]
+    fn long_lists_keep_the_summary_one_screen() {
+        let deep = "/check/work/main/target/agent-sessions/sw-agent-c7ncX6";
+        let mut files: Vec<FileEntry> = ["python", "python3", "python3.11", "lib64", "lib", "x"]
+            .iter()
+            .map(|n| {
+                file(
+                    json!({"op": "read", "path": format!("{deep}/proj/.venv/bin/{n}"),
+                    "result": "ELOOP"}),
+                )
+            })
+            .collect();
+        files.push(file(json!({"op": "delete",
+            "path": format!("{deep}/home/.claude/plugins/store"), "result": "ENOTEMPTY"})));
+        let mut r = report(files);
+        let venv = format!("{deep}/proj/.venv");
+        r.packages = ["setuptools", "pip", "tinypkg"]
+            .iter()
+            .map(|name| Package {
+                manager: "pip".into(),
+                name: name.to_string(),
+                version: Some("1.0".into()),
+                scope: "venv".into(),
+                prefix: Some(venv.clone()),
+                action: "install".into(),
+                pid: 9,
+                evidence: String::new(),
+                verdict: Verdict::Inside,
+            })
+            .collect();
+        r.probe.gaps = vec![
+            crate::kernel::probe::IO_URING_GAP.to_string(),
+            "kernel module loads by init_module calls (tracepoint/syscalls/sys_enter_init_module \
+             could not be attached: this kernel has no such tracepoint)"
+                .to_string(),
+        ];
+        let s = r.summary();
+        let line = |head: &str| s.lines().find(|l| l.starts_with(head)).unwrap().to_string();
+        let rows = |l: &str| l.chars().count().div_ceil(120);
+        let failed = line("- **Refused or failed**");
+        assert!(rows(&failed) <= 3, "{failed}");
+        assert!(
+            failed.contains(" more"),
+            "says the rest is elsewhere: {failed}"
+        );
+        assert!(
+            failed.contains("(ENOTEMPTY)`"),
+            "sorted: the delete first: {failed}"
+        );
+        assert_eq!(
+            line("- **Packages**"),
+            format!("- **Packages**: pip setuptools 1.0, pip 1.0, tinypkg 1.0 (venv {venv})")
+        );
+        let coverage = line("- **Coverage**");
+        assert!(
+            coverage.ends_with(
+                "not seen: file opens made through io_uring; kernel module loads by \
+                 init_module calls (why: the report's probe.gaps)"
+            ),
+            "{coverage}"
+        );
     }
 }
