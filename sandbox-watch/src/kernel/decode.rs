@@ -456,38 +456,15 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         }
         EventKind::FileOpen => {
             let f: FileEvent = read(bytes).expect("length checked");
-            let path_bytes = take(kind, tail, f.path_len as usize)?;
-            Event::FileOpen(FileOpen {
-                header: hdr,
-                magic: f.magic,
-                dev: f.dev,
-                ino: f.ino,
-                open_flags: f.open_flags,
-                f_mode: f.f_mode,
-                generation: f.generation,
-                name_key: f.name_key,
-                path: path_from_walk(path_bytes),
-                path_truncated: f.flags & common::PATH_TRUNCATED != 0,
-                read_counted: f.flags & common::READ_COUNTED != 0,
-            })
+            let path = path_from_walk(take(kind, tail, f.path_len as usize)?);
+            let read_counted = f.flags & common::READ_COUNTED != 0;
+            Event::FileOpen(file_open(hdr, &f, path, read_counted))
         }
         EventKind::InodeDirty => {
             // A write the capture saw no open for: an open for write of the inode's path.
             let f: FileEvent = read(bytes).expect("length checked");
-            let walk = take(kind, tail, f.path_len as usize)?;
-            Event::FileOpen(FileOpen {
-                header: hdr,
-                magic: f.magic,
-                dev: f.dev,
-                ino: f.ino,
-                open_flags: f.open_flags,
-                f_mode: f.f_mode,
-                generation: f.generation,
-                name_key: f.name_key,
-                path: inode_path(f.dev, f.ino, walk),
-                path_truncated: f.flags & common::PATH_TRUNCATED != 0,
-                read_counted: false,
-            })
+            let path = inode_path(f.dev, f.ino, take(kind, tail, f.path_len as usize)?);
+            Event::FileOpen(file_open(hdr, &f, path, false))
         }
         EventKind::OpenFailed => {
             let f: FileEvent = read(bytes).expect("length checked");
@@ -745,6 +722,24 @@ pub fn escape(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// A file open record, from the open hook or from a dirtied inode: `path` is decoded by the
+/// caller, which knows which walk it is.
+fn file_open(header: Header, f: &FileEvent, path: String, read_counted: bool) -> FileOpen {
+    FileOpen {
+        header,
+        magic: f.magic,
+        dev: f.dev,
+        ino: f.ino,
+        open_flags: f.open_flags,
+        f_mode: f.f_mode,
+        generation: f.generation,
+        name_key: f.name_key,
+        path,
+        path_truncated: f.flags & common::PATH_TRUNCATED != 0,
+        read_counted,
+    }
 }
 
 /// A path walked in the kernel: components leaf first, each ended by a NUL.
