@@ -243,8 +243,9 @@ fn packages_installed_with_pip_npm_and_dpkg_are_named_with_version_and_scope() {
     for part in [
         format!("pip swseed 1.2.3 (venv {})", venv.display()),
         format!("npm sw-seed-pad 0.4.2 (project {})", project.display()),
-        "dpkg sw-seed-deb 0.3-1".to_string(),
-        "dpkg sw-seed-deb removed".to_string(),
+        // One group per manager and place, the manager named once: the install, the remove.
+        "dpkg sw-seed-deb 0.3-1, ".to_string(),
+        "sw-seed-deb removed".to_string(),
     ] {
         assert!(text.contains(&part), "no {part:?} in:\n{text}");
     }
