@@ -1819,8 +1819,8 @@ pub(crate) mod tests {
         assert!(!quiet.summary().contains("Credentials changed"));
     }
 
-    /// A real CLI session's long lists (six failures under a deep directory, a venv's three
-    /// packages, three gaps with their reasons) stay one screen: each line stays about its
+    /// A real CLI session's long lists (seven failures under a deep directory, a venv's three
+    /// packages, two gaps with their reasons) stay one screen: each line stays about its
     /// rows, and says how much more the report has.
     #[test]
     fn long_lists_keep_the_summary_one_screen() {
