@@ -234,6 +234,12 @@ fn packages_installed_with_pip_npm_and_dpkg_are_named_with_version_and_scope() {
     assert_eq!(installed.version.as_deref(), Some("0.3-1"));
     assert_eq!(installed.scope, "system");
     assert_eq!(installed.evidence, "/var/lib/dpkg/info/sw-seed-deb.list");
+    // dpkg -r rewrites the .list before deleting it: that is not a second install.
+    let installs = r
+        .packages
+        .iter()
+        .filter(|p| p.name == "sw-seed-deb" && p.action == "install");
+    assert_eq!(installs.count(), 1, "packages: {:#?}", r.packages);
     let removed = find("dpkg", "sw-seed-deb", "remove");
     assert_ne!(removed.pid, installed.pid);
     for p in &r.packages {

@@ -299,6 +299,13 @@ pub fn derive(
             _ => None,
         };
         if let Some(((root, name), action, evidence)) = dpkg {
+            // dpkg -r rewrites a package's .list (.list-new renamed over it) before deleting
+            // it: a .list put in place and then deleted by the same process is a removal.
+            let deleted =
+                |g: &FileEntry| g.pid == f.pid && g.op == Op::Delete && g.path == evidence;
+            if action == "install" && files.iter().any(|g| g.result.is_none() && deleted(g)) {
+                continue;
+            }
             let p = latest(processes, f.pid);
             let apt = p.is_some_and(|p| under_apt(processes, p));
             add(Package {
@@ -410,5 +417,44 @@ mod tests {
         assert_eq!(crate_of(&crates2, "b2"), Some(("b".into(), "1.0.0".into())));
         assert_eq!(crate_of(&crates2, "rg").map(|c| c.1), Some("14.1.0".into()));
         assert_eq!(crate_of(&crates2, "zz"), None);
+    }
+
+    #[test]
+    fn a_list_dpkg_rewrites_and_then_deletes_is_a_removal_only() {
+        let file = |pid: u32, op: &str, path: &str, new_path: Option<&str>| -> FileEntry {
+            serde_json::from_value(serde_json::json!({"pid": pid, "op": op, "path": path,
+                "new_path": new_path, "credential": false, "persistence": false}))
+            .unwrap()
+        };
+        let list = "/var/lib/dpkg/info/t.list";
+        let new = "/var/lib/dpkg/info/t.list-new";
+        // dpkg -i (pid 10) puts the .list in place; dpkg -r (pid 20) rewrites it, then deletes it.
+        let files = [
+            file(10, "rename", new, Some(list)),
+            file(20, "rename", new, Some(list)),
+            file(20, "delete", list, None),
+        ];
+        let run = |pid: u32, argv: &[&str]| -> ProcessEntry {
+            serde_json::from_value(serde_json::json!({"pid": pid, "ppid": 1, "exe": null,
+                "argv": argv, "cwd": null, "uid": 0, "netns": 1, "ended_at": null,
+                "exit_code": 0, "signal": null, "comm": "dpkg", "euid": 0, "gid": 0,
+                "mntns": null, "pidns": null, "userns": null, "cgroup_id": null}))
+            .unwrap()
+        };
+        let processes = [
+            run(10, &["dpkg", "-i", "/d/t_1.0-1_amd64.deb"]),
+            run(20, &["dpkg", "-r", "t"]),
+        ];
+        let got: Vec<(u32, String, Option<String>)> = derive(&processes, &files, &BTreeMap::new())
+            .into_iter()
+            .map(|p| (p.pid, p.action, p.version))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (10, "install".into(), Some("1.0-1".into())),
+                (20, "remove".into(), None)
+            ]
+        );
     }
 }
