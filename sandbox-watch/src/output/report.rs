@@ -920,23 +920,33 @@ impl Report {
             }
         ));
         let runs: Vec<&ProcessEntry> = self.processes.iter().filter(|p| !p.fork_only).collect();
-        let failed: Vec<String> = runs
+        let (answers, failed): (Vec<&&ProcessEntry>, Vec<&&ProcessEntry>) = runs
             .iter()
             .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
-            .map(|p| program(p))
-            .collect();
+            .partition(|p| answered_no(p).is_some());
+        let answers: Vec<String> = answers.iter().filter_map(|p| answered_no(p)).collect();
+        let failed: Vec<String> = failed.iter().map(|p| program(p)).collect();
         let longest = runs
             .iter()
             .filter(|p| !p.running_at_end)
             .max_by(|a, b| a.duration_ms.cmp(&b.duration_ms));
         s.push_str(&format!(
-            "- **Commands**: {} ({} failed{}){}\n",
+            "- **Commands**: {} ({} failed{}{}){}\n",
             runs.len(),
             failed.len(),
             if failed.is_empty() {
                 String::new()
             } else {
                 format!(": {}", counted(&failed))
+            },
+            if answers.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} answered no with exit 1: {}",
+                    answers.len(),
+                    counted(&answers)
+                )
             },
             longest.map_or(String::new(), |p| format!(
                 ", longest {:.1} s ({})",
@@ -945,10 +955,9 @@ impl Report {
             ))
         ));
         // `--capture-output`: what each failed command said last on its stderr.
-        for p in runs
-            .iter()
-            .filter(|p| p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some())
-        {
+        for p in runs.iter().filter(|p| {
+            (p.exit_code.is_some_and(|c| c != 0) || p.signal.is_some()) && answered_no(p).is_none()
+        }) {
             let Some(line) = p
                 .output
                 .as_ref()
@@ -1444,6 +1453,42 @@ impl Report {
     }
 }
 
+/// A query whose exit status 1 is its answer, not a failure: `grep` found no match, `test`
+/// was false, `cmp`/`diff` found a difference, `git check-ignore` found the path not ignored
+/// (a coding agent runs it for each new file). Its name as the summary counts it.
+fn answered_no(p: &ProcessEntry) -> Option<String> {
+    if p.exit_code != Some(1) {
+        return None;
+    }
+    let name = program(p);
+    let args = p.argv.get(1..).unwrap_or_default();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    match name.as_str() {
+        "grep" | "egrep" | "fgrep" | "rg" | "test" | "[" | "cmp" | "diff" => Some(name),
+        "git" => {
+            // The subcommand: the first word after git's own options (-C DIR, -c K=V).
+            let mut words = args.iter();
+            let sub = loop {
+                match words.next()?.as_str() {
+                    "-C" | "-c" => {
+                        words.next()?;
+                    }
+                    w if w.starts_with('-') => {}
+                    w => break w,
+                }
+            };
+            let yes = match sub {
+                "check-ignore" | "grep" => true,
+                "merge-base" => has("--is-ancestor"),
+                "diff" | "diff-index" | "diff-files" => has("--quiet") || has("--exit-code"),
+                _ => false,
+            };
+            yes.then(|| format!("git {sub}"))
+        }
+        _ => None,
+    }
+}
+
 fn program(p: &ProcessEntry) -> String {
     p.argv
         .first()
@@ -1817,6 +1862,39 @@ pub(crate) mod tests {
             json!({"op": "read", "path": "/h/.netrc", "credential": true}),
         )]);
         assert!(!quiet.summary().contains("Credentials changed"));
+    }
+
+    /// A query's exit 1 is its answer (a coding agent runs `git check-ignore` for each new
+    /// file): counted apart from the failures, which stay failures.
+    #[test]
+    fn a_query_answering_no_is_not_a_failed_command() {
+        let mut r = report(Vec::new());
+        let run = |pid: u32, argv: &[&str], exit: i32| -> ProcessEntry {
+            serde_json::from_value(json!({"pid": pid, "ppid": 1, "exe": null, "argv": argv,
+                "cwd": null, "uid": 0, "netns": 1, "ended_at": null, "exit_code": exit,
+                "signal": null, "comm": "x", "euid": 0, "gid": 0, "mntns": null, "pidns": null,
+                "userns": null, "cgroup_id": null}))
+            .unwrap()
+        };
+        r.processes = vec![
+            run(10, &["git", "check-ignore", "-q", "--", "a"], 1),
+            run(11, &["/usr/bin/git", "-C", "/w", "check-ignore", "b"], 1),
+            run(12, &["grep", "-q", "x", "f"], 1),
+            run(13, &["grep", "x", "missing"], 2),
+            run(14, &["git", "push"], 1),
+            run(15, &["git", "-c", "diff", "status"], 1),
+            run(16, &["false"], 1),
+            run(17, &["ls"], 0),
+        ];
+        let s = r.summary();
+        let line = s.lines().find(|l| l.starts_with("- **Commands**")).unwrap();
+        assert!(
+            line.starts_with(
+                "- **Commands**: 8 (4 failed: false, git ×2, grep; 3 answered no with exit 1: \
+                 git check-ignore ×2, grep)"
+            ),
+            "{line}"
+        );
     }
 
     /// A real CLI session's long lists (seven failures under a deep directory, a venv's three
