@@ -26,6 +26,11 @@ pub const READ_COUNTED: u32 = 1 << 4;
 /// the submission (the names the kernel copied), so `result` is not the operation's (it is 0;
 /// the completion is not read).
 pub const VIA_IO_URING: u32 = 1 << 5;
+/// [`FileEvent::flags`] of a rename, delete or link made by a syscall: after its paths the
+/// tail holds the names the caller's memory held at the call's entry (each NUL-ended; a
+/// link's target, then its path; a delete's one), read again at its exit for the paths. A
+/// thread that rewrote them during the call shows as the two differing.
+pub const NAMES_AT_ENTRY: u32 = 1 << 6;
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
 ///
@@ -679,7 +684,12 @@ pub mod fails {
     /// A write could not be entered in `WRITTEN` (an LRU: only when every entry of the CPU's
     /// list is in use): that file's next dirtying is sent again, not lost.
     pub const WRITTEN: u32 = 3;
-    pub const SLOTS: u32 = 4;
+    /// A rename's, delete's or link's names at its entry were not in `ENTRY_NAMES` at its
+    /// exit (the insert failed, 1,024 newer calls in flight pushed them out, or the process
+    /// was traced during the call): its record is sent without them (a race on them is not
+    /// seen).
+    pub const NAMES: u32 = 4;
+    pub const SLOTS: u32 = 5;
 }
 
 /// [`ConnEvent::op`].

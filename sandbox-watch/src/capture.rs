@@ -1062,6 +1062,7 @@ fn fail_name(slot: u32) -> &'static str {
         fails::READS => "READS",
         fails::MON_TIDS => "MON_TIDS",
         fails::WRITTEN => "WRITTEN",
+        fails::NAMES => "NAMES_AT_ENTRY",
         _ => "other",
     }
 }

@@ -14,19 +14,20 @@
 //! arguments and the result start at byte 16 on every kernel since 2.6.33.
 use aya_ebpf::{
     helpers::generated::{
-        bpf_probe_read_kernel, bpf_probe_read_kernel_str, bpf_probe_read_user,
-        bpf_probe_read_user_str,
+        bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_kernel_str,
+        bpf_probe_read_user, bpf_probe_read_user_str,
     },
     macros::{btf_tracepoint, fentry, fexit, map},
     maps::{HashMap, LruHashMap},
     programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
 use sandbox_watch_common::{
-    EventKind, FileEvent, InodeKey, LINK_SYMBOLIC, NEW_PATH_TRUNCATED, PATH_AS_GIVEN,
-    PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_FROM_INODE, PATH_MAX, PATH_TRUNCATED, ReadKey,
+    EventKind, FileEvent, InodeKey, LINK_SYMBOLIC, NAMES_AT_ENTRY, NEW_PATH_TRUNCATED,
+    PATH_AS_GIVEN, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_FROM_INODE, PATH_MAX,
+    PATH_TRUNCATED, ReadKey,
 };
 
-use super::syscall::{RET, syscall_programs};
+use super::syscall::{RET, arg, syscall_programs};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 use sandbox_watch_common::abi::{
@@ -422,6 +423,109 @@ syscall_programs! {
     sys_exit_linkat(ctx) => exit_link(&ctx, LinkArgs::Linkat);
 }
 
+// ---- names at a call's entry ----
+
+/// The names a traced thread's rename, delete or link held at the call's entry, as read then
+/// from its memory (`len`: with the NUL; 0 when it could not be read).
+#[repr(C)]
+pub struct EntryNames {
+    len: [u32; 2],
+    name: [[u8; NAME_MAX]; 2],
+}
+
+/// [`EntryNames`] by thread, from a call's entry to its exit, which takes them out. An LRU: a
+/// thread that never reached the exit (killed in the call) leaves an entry that ages out.
+#[map]
+static ENTRY_NAMES: LruHashMap<u64, EntryNames> = LruHashMap::with_max_entries(1024, 0);
+
+/// No second name.
+const NONE: usize = 6;
+
+syscall_programs! {
+    sys_enter_unlink(ctx) => enter_names(&ctx, 0, NONE);
+    sys_enter_rmdir(ctx) => enter_names(&ctx, 0, NONE);
+    sys_enter_unlinkat(ctx) => enter_names(&ctx, 1, NONE);
+    sys_enter_rename(ctx) => enter_names(&ctx, 0, 1);
+    sys_enter_renameat(ctx) => enter_names(&ctx, 1, 3);
+    sys_enter_renameat2(ctx) => enter_names(&ctx, 1, 3);
+    sys_enter_symlink(ctx) => enter_names(&ctx, 0, 1);
+    sys_enter_symlinkat(ctx) => enter_names(&ctx, 0, 2);
+    sys_enter_link(ctx) => enter_names(&ctx, 0, 1);
+    sys_enter_linkat(ctx) => enter_names(&ctx, 1, 3);
+}
+
+/// Keeps the names (arguments `a` and `b`) a traced thread's call holds at its entry. The
+/// kernel copies them right after; a thread that rewrites them before the exit reads them
+/// again makes the two differ.
+#[inline(always)]
+fn enter_names(ctx: &TracePointContext, a: usize, b: usize) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let Some(base) = scratch() else { return 0 };
+    let v = base.cast::<EntryNames>();
+    unsafe {
+        let n = read_str(
+            false,
+            (*v).name[0].as_mut_ptr(),
+            NAME_MAX as u32,
+            arg(ctx, a),
+        );
+        (*v).len[0] = if n > 0 { n as u32 } else { 0 };
+        (*v).len[1] = 0;
+        if b != NONE {
+            let n = read_str(
+                false,
+                (*v).name[1].as_mut_ptr(),
+                NAME_MAX as u32,
+                arg(ctx, b),
+            );
+            (*v).len[1] = if n > 0 { n as u32 } else { 0 };
+        }
+        if ENTRY_NAMES
+            .insert(&bpf_get_current_pid_tgid(), &*v, 0)
+            .is_err()
+        {
+            crate::count_fail(sandbox_watch_common::fails::NAMES);
+        }
+    }
+    0
+}
+
+/// Writes this thread's [`EntryNames`] at `dst`, each NUL-ended (one name for a delete), and
+/// takes them out of the map: the bytes written, 0 when none were kept (counted: the record
+/// goes out without them, and a race on its names is not seen).
+#[inline(always)]
+fn take_entry_names(dst: *mut u8, two: bool) -> u32 {
+    let key = unsafe { bpf_get_current_pid_tgid() };
+    let Some(v) = ENTRY_NAMES.get_ptr(&key) else {
+        crate::count_fail(sandbox_watch_common::fails::NAMES);
+        return 0;
+    };
+    let mut at: u32 = 0;
+    for i in 0..2 {
+        if i == 1 && !two {
+            break;
+        }
+        let len = unsafe { (*v).len[i] }.min(NAME_MAX as u32);
+        let to = unsafe { dst.add((at & (2 * NAME_MAX as u32 - 1)) as usize) };
+        if len == 0 {
+            unsafe { *to = 0 };
+            at += 1;
+        } else {
+            let len = len & (2 * NAME_MAX as u32 - 1);
+            unsafe {
+                bpf_probe_read_kernel(to.cast(), len, (*v).name[i].as_ptr().cast());
+                // A name cut at NAME_MAX has no NUL of its own.
+                *to.add(((len - 1) & (NAME_MAX as u32 - 1)) as usize) = 0;
+            }
+            at += len;
+        }
+    }
+    let _ = ENTRY_NAMES.remove(&key);
+    at
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LinkArgs {
     /// symlink(target, linkpath)
@@ -506,6 +610,15 @@ pub(crate) fn send_link(symbolic: bool, n: Names, result: i32, flags: u32) {
     if second & WALK_TRUNCATED != 0 {
         flags |= NEW_PATH_TRUNCATED;
     }
+    let mut size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
+    if !n.kernel {
+        let dst = unsafe { tail.add(path_len as usize + new_path_len as usize) };
+        let kept = take_entry_names(dst, true);
+        if kept > 0 {
+            flags |= NAMES_AT_ENTRY;
+            size += kept as usize;
+        }
+    }
     let tgid = current_tgid();
     unsafe {
         *event = FileEvent {
@@ -524,7 +637,6 @@ pub(crate) fn send_link(symbolic: bool, n: Names, result: i32, flags: u32) {
             ..Default::default()
         };
     }
-    let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
     submit(EventKind::Link, base, size);
 }
 
@@ -602,6 +714,15 @@ pub(crate) fn send_path_op(kind: EventKind, n: Names, result: i32, flags: u32) {
             flags |= NEW_PATH_TRUNCATED;
         }
     }
+    let mut size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
+    if !n.kernel {
+        let dst = unsafe { tail.add(path_len as usize + new_path_len as usize) };
+        let kept = take_entry_names(dst, kind == EventKind::Rename);
+        if kept > 0 {
+            flags |= NAMES_AT_ENTRY;
+            size += kept as usize;
+        }
+    }
     let tgid = current_tgid();
     unsafe {
         *event = FileEvent {
@@ -615,7 +736,6 @@ pub(crate) fn send_path_op(kind: EventKind, n: Names, result: i32, flags: u32) {
             ..Default::default()
         };
     }
-    let size = core::mem::size_of::<FileEvent>() + path_len as usize + new_path_len as usize;
     submit(kind, base, size);
 }
 

@@ -73,6 +73,10 @@ pub struct PathOp {
     pub result: i32,
     /// Submitted through io_uring: the request as the kernel copied it; `result` is not its.
     pub via_io_uring: bool,
+    /// The caller's memory named other files at the call's entry than at its exit, where the
+    /// paths above were read (a thread rewrote the names during the call: the kernel used
+    /// one of the two): the paths the entry's names give, the new path second.
+    pub raced: Option<(String, Option<String>)>,
 }
 
 /// An open that failed: no file, so the path is the caller's (its directory from the kernel).
@@ -481,6 +485,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             let f: FileEvent = read(bytes).expect("length checked");
             let first = take(kind, tail, f.path_len as usize)?;
             let second = take(kind, &tail[first.len()..], f.new_path_len as usize)?;
+            let raced = raced(&f, first, Some(second), &tail[first.len() + second.len()..]);
             Event::Link {
                 op: PathOp {
                     header: hdr,
@@ -490,6 +495,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                     new_path_truncated: f.flags & common::NEW_PATH_TRUNCATED != 0,
                     result: f.result,
                     via_io_uring: f.flags & common::VIA_IO_URING != 0,
+                    raced,
                 },
                 symbolic: f.open_flags & common::LINK_SYMBOLIC != 0,
             }
@@ -498,6 +504,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             let f: FileEvent = read(bytes).expect("length checked");
             let first = take(kind, tail, f.path_len as usize)?;
             let second = take(kind, &tail[first.len()..], f.new_path_len as usize)?;
+            let rename = kind == EventKind::Rename;
+            let rest = &tail[first.len() + second.len()..];
+            let raced = raced(&f, first, rename.then_some(second), rest);
             let op = PathOp {
                 header: hdr,
                 path: path_of(f.path_kind, first),
@@ -506,6 +515,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 new_path_truncated: f.flags & common::NEW_PATH_TRUNCATED != 0,
                 result: f.result,
                 via_io_uring: f.flags & common::VIA_IO_URING != 0,
+                raced,
             };
             if kind == EventKind::Rename {
                 Event::Rename(op)
@@ -810,6 +820,85 @@ fn mount_of(mountinfo: &str, major: u32, minor: u32, inside: &str) -> Option<Str
     best.map(|(_, p)| p)
 }
 
+/// A record's paths against the names its call held at its entry (`NAMES_AT_ENTRY`: each
+/// NUL-ended after the paths): when a name differs, the paths the entry's names give, resolved
+/// in the same directories.
+fn raced(
+    f: &FileEvent,
+    first: &[u8],
+    second: Option<&[u8]>,
+    rest: &[u8],
+) -> Option<(String, Option<String>)> {
+    if f.flags & common::NAMES_AT_ENTRY == 0 {
+        return None;
+    }
+    let mut names = rest.split(|&c| c == 0);
+    let a = names.next().unwrap_or_default();
+    let b = names.next().unwrap_or_default();
+    let differ = |kind: u32, bytes: &[u8], at_entry: &[u8]| {
+        let at_exit = if kind == common::PATH_FROM_DIR_AND_NAME {
+            split_name(bytes).1
+        } else {
+            until_nul(bytes)
+        };
+        !same_name(at_entry, at_exit)
+    };
+    let first_differs = differ(f.path_kind, first, a);
+    let second_differs = second.is_some_and(|s| differ(f.new_path_kind, s, b));
+    if !first_differs && !second_differs {
+        return None;
+    }
+    let with = |kind: u32, bytes: &[u8], name: &[u8]| {
+        if kind == common::PATH_FROM_DIR_AND_NAME {
+            let mut b = split_name(bytes).0.to_vec();
+            b.extend_from_slice(name);
+            b.push(0);
+            path_of(kind, &b)
+        } else {
+            escape(name)
+        }
+    };
+    Some((
+        with(f.path_kind, first, a),
+        second.map(|s| with(f.new_path_kind, s, b)),
+    ))
+}
+
+/// A name read at a call's entry and the one its exit's record holds: the same, or the same
+/// file through the caller's own descriptor (`/proc/self/fd/N/REST`, which the exit's record
+/// holds as descriptor N's directory and `REST`).
+fn same_name(at_entry: &[u8], at_exit: &[u8]) -> bool {
+    if at_entry == at_exit {
+        return true;
+    }
+    let through_fd = [
+        &b"/proc/self/fd/"[..],
+        b"/dev/fd/",
+        b"/proc/thread-self/fd/",
+    ]
+    .iter()
+    .any(|p| at_entry.starts_with(p));
+    through_fd
+        && at_entry
+            .strip_suffix(at_exit)
+            .is_some_and(|head| head.ends_with(b"/"))
+}
+
+/// A `PATH_FROM_DIR_AND_NAME` path as (its directory's components, each NUL-ended, with the
+/// empty one that ends them; the name the caller gave).
+fn split_name(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let mut at: usize = 0;
+    loop {
+        match bytes.get(at..).and_then(|b| b.iter().position(|&c| c == 0)) {
+            Some(0) | None => break,
+            // n < bytes.len() - at, so neither sum can overflow; checked all the same.
+            Some(n) => at = at.saturating_add(n).saturating_add(1),
+        }
+    }
+    let name_start = at.saturating_add(1).min(bytes.len());
+    (&bytes[..name_start], until_nul(&bytes[name_start..]))
+}
+
 /// A path of either kind (see `sandbox_watch_common::FileEvent`).
 fn path_of(kind: u32, bytes: &[u8]) -> String {
     if kind == common::PATH_AS_GIVEN {
@@ -818,26 +907,12 @@ fn path_of(kind: u32, bytes: &[u8]) -> String {
     if kind != common::PATH_FROM_DIR_AND_NAME {
         return path_from_walk(bytes);
     }
-    // Directory components (each NUL-ended), an empty one (the separator), then the name.
-    let mut dir_end = 0;
-    let mut at = 0;
-    loop {
-        match bytes[at..].iter().position(|&c| c == 0) {
-            Some(0) | None => break,
-            Some(n) => {
-                // n < bytes.len() - at, so neither sum can overflow; checked all the same.
-                at = at.saturating_add(n).saturating_add(1);
-                dir_end = at;
-            }
-        }
-    }
-    let name_start = dir_end.saturating_add(1).min(bytes.len());
-    let name = until_nul(&bytes[name_start..]);
+    let (dir, name) = split_name(bytes);
     let name = escape(name);
     if name.starts_with('/') {
         return normalize(&name);
     }
-    let dir = path_from_walk(&bytes[..dir_end]);
+    let dir = path_from_walk(dir.strip_suffix(&[0]).unwrap_or(dir));
     normalize(&format!("{dir}/{name}"))
 }
 
@@ -902,6 +977,52 @@ mod tests {
     fn invalid_utf8_and_newlines_are_kept() {
         assert_eq!(escape(b"a\xffb\nc"), "a\\xffb\nc");
         assert_eq!(path_from_walk(b"f\xfe\0tmp\0"), "/tmp/f\\xfe");
+    }
+
+    #[test]
+    fn names_rewritten_during_the_call_are_resolved_in_the_same_directories() {
+        let f = |flags: u32| FileEvent {
+            flags,
+            path_kind: common::PATH_FROM_DIR_AND_NAME,
+            new_path_kind: common::PATH_FROM_DIR_AND_NAME,
+            ..FileEvent::default()
+        };
+        let old = b"h\0tmp\0\0.bashrc.src\0";
+        let new = b"h\0tmp\0\0.decoyx\0";
+        let raced = |flags, rest: &[u8]| raced(&f(flags), old, Some(new), rest);
+        // The new name read at the entry differs: both paths, in the exit's directories.
+        assert_eq!(
+            raced(common::NAMES_AT_ENTRY, b".bashrc.src\0.bashrc\0"),
+            Some((
+                "/tmp/h/.bashrc.src".to_string(),
+                Some("/tmp/h/.bashrc".to_string())
+            ))
+        );
+        // The same names, names without the flag, or through the caller's descriptor: no race.
+        assert_eq!(
+            raced(common::NAMES_AT_ENTRY, b".bashrc.src\0.decoyx\0"),
+            None
+        );
+        assert_eq!(raced(0, b".bashrc.src\0.bashrc\0"), None);
+        assert_eq!(
+            raced(
+                common::NAMES_AT_ENTRY,
+                b"/proc/self/fd/4/.bashrc.src\0.decoyx\0"
+            ),
+            None
+        );
+        // A delete has one name.
+        let delete = raced_delete(b"/w/x\0");
+        assert_eq!(delete, Some(("/w/x".to_string(), None)));
+    }
+
+    fn raced_delete(rest: &[u8]) -> Option<(String, Option<String>)> {
+        let f = FileEvent {
+            flags: common::NAMES_AT_ENTRY,
+            path_kind: common::PATH_FROM_DIR_AND_NAME,
+            ..FileEvent::default()
+        };
+        raced(&f, b"w\0\0y\0", None, rest)
     }
 
     #[test]

@@ -134,6 +134,17 @@ const PROGRAMS: &[Program] = &[
     sys("sys_exit_renameat2", "renameat2"),
     sys("sys_exit_symlink", "symlink"), sys("sys_exit_symlinkat", "symlinkat"),
     sys("sys_exit_link", "link"), sys("sys_exit_linkat", "linkat"),
+    // The names at the entry of each, to find a thread that rewrote them during the call.
+    sys("sys_enter_unlink", "races on unlink's name"),
+    sys("sys_enter_unlinkat", "races on unlinkat's name"),
+    sys("sys_enter_rmdir", "races on rmdir's name"),
+    sys("sys_enter_rename", "races on rename's names"),
+    sys("sys_enter_renameat", "races on renameat's names"),
+    sys("sys_enter_renameat2", "races on renameat2's names"),
+    sys("sys_enter_symlink", "races on symlink's names"),
+    sys("sys_enter_symlinkat", "races on symlinkat's names"),
+    sys("sys_enter_link", "races on link's names"),
+    sys("sys_enter_linkat", "races on linkat's names"),
     Program {
         name: "io_uring_submit_req",
         hook: Hook::Btf("io_uring_submit_req"),

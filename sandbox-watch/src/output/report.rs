@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::netpolicy::Policy;
 use crate::record::{NetOp, Op, SequenceCount, Verdict, ViolationKind};
-use crate::state::files::FileEntry;
+use crate::state::files::{FileEntry, RacedPaths};
 use crate::state::git::Git;
 use crate::state::network::NetEntry;
 use crate::state::packages::Package;
@@ -94,6 +94,7 @@ pub const NOT_WATCHED: &[&str] = &[
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
+    "a rename's, delete's or link's name rewritten by another thread during the call and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
 ];
 
 impl ProbeInfo {
@@ -644,8 +645,56 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             )),
         ));
     }
+    // Renames, deletes and links whose names another thread rewrote during the call: one
+    // finding per process, with its first such call.
+    let mut raced: BTreeMap<u32, (&FileEntry, &RacedPaths, u64)> = BTreeMap::new();
+    for (f, r) in parts
+        .files
+        .iter()
+        .filter_map(|f| Some((f, f.raced.as_ref()?)))
+    {
+        raced.entry(f.pid).or_insert((f, r, 0)).2 += 1;
+    }
+    for (pid, (f, r, n)) in raced {
+        // A rename's old and new path; a link's path and target; a delete's path.
+        let names = |path: &str, new_path: Option<&String>, link_to: Option<&String>| match new_path
+            .or(link_to)
+        {
+            Some(to) => format!("`{}` → `{}`", clean(path), clean(to)),
+            None => format!("`{}`", clean(path)),
+        };
+        let step = processes
+            .iter()
+            .rfind(|p| p.pid == pid)
+            .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
+        let what = if f.link.is_some() {
+            "link"
+        } else {
+            f.op.attempt()
+        };
+        out.push(Violation::in_step(
+            step,
+            ViolationKind::Tamper,
+            Some(pid),
+            format!(
+                "pid {pid} had the names of {n} call{} rewritten by another thread during the \
+                 call (the kernel used one of the two names): first its {what} of {} at its \
+                 entry, {} at its exit",
+                if n == 1 { "" } else { "s" },
+                names(&r.path, r.new_path.as_ref(), r.link_to.as_ref()),
+                names(&f.path, f.new_path.as_ref(), f.link_to.as_ref()),
+            ),
+        ));
+    }
     for f in parts.files.iter().filter(|f| f.persistence) {
-        let path = clean(f.new_path.as_ref().unwrap_or(&f.path));
+        let mut path = clean(f.new_path.as_ref().unwrap_or(&f.path));
+        // Raced names: both, the kernel used one.
+        if let Some(r) = &f.raced {
+            let other = clean(r.new_path.as_ref().unwrap_or(&r.path));
+            if other != path {
+                path = format!("{path} or {other} (its names were rewritten during the call)");
+            }
+        }
         let summary = match (&f.result, &f.link_to) {
             (Some(error), _) => format!(
                 "pid {} tried to {} {path} (failed: {error})",

@@ -14,7 +14,7 @@ use crate::kernel::decode::{
     self, Conn, ConnOp, FailedOpen, FileOpen, Flow, Header, Net, NetOp as KernelNetOp, PathOp,
 };
 use crate::record::{NetOp, Op, Verdict};
-use crate::state::files::{FileEntry, dev_string, errno_name, open_flags};
+use crate::state::files::{FileEntry, RacedPaths, dev_string, errno_name, open_flags};
 use crate::state::network::{NetEntry, proto_name, result_name};
 use sandbox_watch_common::abi::{
     FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY,
@@ -135,6 +135,7 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         xattr: None,
         escalation: None,
         via: None,
+        raced: None,
     }
 }
 
@@ -305,21 +306,36 @@ pub fn path_op(classifier: &Classifier, op: Op, p: &PathOp) -> Record {
     if let Some(m) = missing(op, p) {
         return m;
     }
-    let c = classifier.classify(&p.path, 0, p.path_truncated, true);
-    let c_new = p.new_path.as_deref().map(|n| {
-        let mut c = classifier.classify(n, 0, p.new_path_truncated, true);
-        // A directory renamed where its files would run (a hooks directory, autostart).
-        c.persistence |= op == Op::Rename && classifier.holds_persistence(n);
-        c
+    // Judged by the names at the call's exit and, when a thread rewrote them during the call,
+    // at its entry too: the kernel used one of the two.
+    let raced = p.raced.as_ref().map(|(path, new_path)| RacedPaths {
+        path: path.clone(),
+        new_path: new_path.clone(),
+        link_to: None,
     });
+    let mut credential = false;
+    let mut persistence = false;
+    let at_entry = raced.as_ref().map(|r| (&r.path, &r.new_path));
+    for (path, new_path) in [(&p.path, &p.new_path)].into_iter().chain(at_entry) {
+        let c = classifier.classify(path, 0, p.path_truncated, true);
+        let c_new = new_path.as_deref().map(|n| {
+            let mut c = classifier.classify(n, 0, p.new_path_truncated, true);
+            // A directory renamed where its files would run (a hooks directory, autostart).
+            c.persistence |= op == Op::Rename && classifier.holds_persistence(n);
+            c
+        });
+        credential |= c.credential || c_new.as_ref().is_some_and(|c| c.credential);
+        persistence |= c.persistence || c_new.as_ref().is_some_and(|c| c.persistence);
+    }
     let (result, via) = outcome(p);
     file_or_failed(FileEntry {
         new_path: p.new_path.clone(),
         path_truncated: p.path_truncated || p.new_path_truncated,
-        credential: c.credential || c_new.as_ref().is_some_and(|c| c.credential),
-        persistence: c.persistence || c_new.as_ref().is_some_and(|c| c.persistence),
+        credential,
+        persistence,
         result,
         via,
+        raced,
         ..named(p.header.tgid, op, p.path.clone())
     })
 }
@@ -332,16 +348,31 @@ pub fn link(classifier: &Classifier, p: &PathOp, symbolic: bool) -> Record {
         return m;
     }
     let at = p.new_path.clone().unwrap_or_default();
-    let c = classifier.classify(&at, 0, p.new_path_truncated, true);
-    let c_to = classifier.classify(&p.path, 0, p.path_truncated, false);
+    // The link's path, then its target, as the call's exit gave them and (raced) its entry.
+    let raced = p.raced.as_ref().map(|(to, at)| RacedPaths {
+        path: at.clone().unwrap_or_default(),
+        new_path: None,
+        link_to: Some(to.clone()),
+    });
+    let at_entry = raced
+        .as_ref()
+        .map(|r| (&r.path, r.link_to.as_ref().unwrap_or(&r.path)));
+    let (mut credential, mut persistence) = (false, false);
+    for (at, to) in [(&at, &p.path)].into_iter().chain(at_entry) {
+        let c = classifier.classify(at, 0, p.new_path_truncated, true);
+        let c_to = classifier.classify(to, 0, p.path_truncated, false);
+        credential |= c.credential || c_to.credential;
+        // A symbolic link where a directory's files would run points that directory there.
+        persistence |= c.persistence || (symbolic && classifier.holds_persistence(at));
+    }
     let (result, via) = outcome(p);
     file_or_failed(FileEntry {
         path_truncated: p.path_truncated || p.new_path_truncated,
-        credential: c.credential || c_to.credential,
-        // A symbolic link where a directory's files would run points that directory there.
-        persistence: c.persistence || (symbolic && classifier.holds_persistence(&at)),
+        credential,
+        persistence,
         result,
         via,
+        raced,
         link_to: Some(p.path.clone()),
         link: Some(if symbolic { "symbolic" } else { "hard" }.to_string()),
         ..named(p.header.tgid, Op::Create, at)

@@ -103,6 +103,22 @@ pub struct FileEntry {
     /// submission with the names the kernel copied; its result is not seen (no `result`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub via: Option<String>,
+    /// A rename, delete or link whose names the caller's memory changed during the call (a
+    /// racing thread): the paths its names gave at the call's entry. `path` and `new_path`
+    /// are what they gave at its exit; the kernel used one of the two. A `tamper` finding.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub raced: Option<RacedPaths>,
+}
+
+/// See [`FileEntry::raced`]: the entry's fields of the same names, as the call's entry gave
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RacedPaths {
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub new_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link_to: Option<String>,
 }
 
 fn one() -> u64 {
