@@ -112,6 +112,7 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "names_through_proc_self_fd_are_the_paths_the_kernel_resolved",
             "reads_of_files_that_reuse_an_inode_number_are_each_seen",
             "renames_links_and_deletes_through_io_uring_are_entries_with_their_flags",
+            "a_name_rewritten_during_rename_names_both_and_is_tamper",
         ],
     ),
     (

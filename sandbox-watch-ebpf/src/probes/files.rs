@@ -139,32 +139,32 @@ pub fn writeback_mark_inode_dirty(ctx: BtfTracePointContext) -> i32 {
     let event = base.cast::<FileEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
     let walked = unsafe { sw_inode_path(inode, tail) };
-    let path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
-    unsafe {
-        *event = FileEvent {
-            header: header(EventKind::InodeDirty, tgid, start_ns),
-            magic: sw_inode_magic(inode),
-            ino,
-            dev,
-            generation,
-            f_mode: sandbox_watch_common::abi::FMODE_WRITE,
-            open_flags: O_WRONLY,
-            flags: if walked & WALK_TRUNCATED != 0 {
-                PATH_TRUNCATED
-            } else {
-                0
-            },
-            path_kind: PATH_FROM_INODE,
-            path_len,
-            ..Default::default()
-        };
-    }
-    submit(
-        EventKind::InodeDirty,
-        base,
-        core::mem::size_of::<FileEvent>() + path_len as usize,
-    );
+    let e = FileEvent {
+        header: header(EventKind::InodeDirty, tgid, start_ns),
+        magic: unsafe { sw_inode_magic(inode) },
+        ino,
+        dev,
+        generation,
+        f_mode: sandbox_watch_common::abi::FMODE_WRITE,
+        open_flags: O_WRONLY,
+        path_kind: PATH_FROM_INODE,
+        ..Default::default()
+    };
+    send_walked(EventKind::InodeDirty, event, e, walked);
     0
+}
+
+/// Sends `e`, a record whose path was walked into the tail after it (`walked`: what the walk
+/// returned), with that path's length and its truncation flag.
+#[inline(always)]
+fn send_walked(kind: EventKind, event: *mut FileEvent, mut e: FileEvent, walked: u32) {
+    e.path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
+    if walked & WALK_TRUNCATED != 0 {
+        e.flags |= PATH_TRUNCATED;
+    }
+    let size = core::mem::size_of::<FileEvent>() + e.path_len as usize;
+    unsafe { *event = e };
+    submit(kind, event.cast(), size);
 }
 
 // ---- opens: syscall tracepoints (the fallback) ----
@@ -383,33 +383,20 @@ fn report_open(file: Ptr) {
     let event = base.cast::<FileEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
     let walked = unsafe { sw_file_path(file, tail) };
-    let path_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
-    unsafe {
-        *event = FileEvent {
-            header: header(EventKind::FileOpen, tgid, start_ns),
-            magic: sw_file_magic(file),
-            ino,
-            dev,
-            generation,
-            name_key,
-            open_flags: sw_file_flags(file),
-            f_mode,
-            flags: counted
-                | if walked & WALK_TRUNCATED != 0 {
-                    PATH_TRUNCATED
-                } else {
-                    0
-                },
-            path_kind: PATH_FROM_FILE,
-            path_len,
-            ..Default::default()
-        };
-    }
-    submit(
-        EventKind::FileOpen,
-        base,
-        core::mem::size_of::<FileEvent>() + path_len as usize,
-    );
+    let e = FileEvent {
+        header: header(EventKind::FileOpen, tgid, start_ns),
+        magic: unsafe { sw_file_magic(file) },
+        ino,
+        dev,
+        generation,
+        name_key,
+        open_flags: unsafe { sw_file_flags(file) },
+        f_mode,
+        flags: counted,
+        path_kind: PATH_FROM_FILE,
+        ..Default::default()
+    };
+    send_walked(EventKind::FileOpen, event, e, walked);
 }
 
 // ---- links ----
