@@ -1635,9 +1635,22 @@ fn gap_name(gap: &str) -> &str {
     gap.split_once(" (").map_or(gap, |(name, _)| name)
 }
 
-/// The distinct items, sorted, quoted, as many as fit in `budget` characters (at least one),
-/// then `and N more`.
+/// [`listed`] within `budget` characters.
 fn list_within(items: &[String], budget: usize) -> String {
+    listed(items, usize::MAX, budget)
+}
+
+/// [`listed`], at most ten; `none` for no items.
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    listed(items, 10, usize::MAX)
+}
+
+/// The distinct items, sorted and quoted, as many as fit in `at_most` items and `budget`
+/// characters (always the first), then `and N more`.
+fn listed(items: &[String], at_most: usize, budget: usize) -> String {
     let mut v: Vec<&String> = items.iter().collect();
     v.sort();
     v.dedup();
@@ -1645,7 +1658,7 @@ fn list_within(items: &[String], budget: usize) -> String {
     let mut n = 0;
     for item in &v {
         let one = format!("`{}`", clean(item));
-        if n > 0 && shown.chars().count() + 2 + one.chars().count() > budget {
+        if n > 0 && (n == at_most || shown.chars().count() + 2 + one.chars().count() > budget) {
             break;
         }
         if n > 0 {
@@ -1657,25 +1670,6 @@ fn list_within(items: &[String], budget: usize) -> String {
     match v.len() - n {
         0 => shown,
         more => format!("{shown} and {more} more"),
-    }
-}
-
-fn list_or_none(items: &[String]) -> String {
-    if items.is_empty() {
-        return "none".into();
-    }
-    let mut v: Vec<&String> = items.iter().collect();
-    v.sort();
-    v.dedup();
-    let shown: Vec<String> = v
-        .iter()
-        .take(10)
-        .map(|p| format!("`{}`", clean(p)))
-        .collect();
-    if v.len() > 10 {
-        format!("{} and {} more", shown.join(", "), v.len() - 10)
-    } else {
-        shown.join(", ")
     }
 }
 
