@@ -873,7 +873,8 @@ pub struct AttrEvent {
     pub op: u32,
     /// The system call number.
     pub syscall: i32,
-    /// [`PATH_TRUNCATED`], [`attr::NAME_TRUNCATED`].
+    /// [`PATH_TRUNCATED`], [`attr::NAME_TRUNCATED`], [`VIA_IO_URING`] (an io_uring MKDIRAT
+    /// request: `result` is not its).
     pub flags: u32,
     pub path_kind: u32,
     pub path_len: u32,

@@ -643,13 +643,15 @@ SW_INLINE u32 sw_uring_opcode(void *req)
 // Keep these equal to the uapi's enum io_uring_op (and probes/uring.rs).
 #define SW_IORING_OP_RENAMEAT 35
 #define SW_IORING_OP_UNLINKAT 36
+#define SW_IORING_OP_MKDIRAT 37
 #define SW_IORING_OP_SYMLINKAT 38
 #define SW_IORING_OP_LINKAT 39
 
-// The names of a RENAMEAT, UNLINKAT, SYMLINKAT or LINKAT request, as its prep copied them into
-// the kernel (getname): out = { dfd, name, new dfd, new name } (names as kernel addresses, 0
-// when absent). The request's command data is the union at its start (`cmd`), which the
-// opcode's struct overlays (struct io_rename, io_unlink, io_link in io_uring/fs.c).
+// The names of a RENAMEAT, UNLINKAT, MKDIRAT, SYMLINKAT or LINKAT request, as its prep copied
+// them into the kernel (getname): out = { dfd, name, new dfd, new name } (names as kernel
+// addresses, 0 when absent; for MKDIRAT, out[2] is the mode). The request's command data is the
+// union at its start (`cmd`), which the opcode's struct overlays (struct io_rename, io_unlink,
+// io_mkdir, io_link in io_uring/fs.c).
 SW_INLINE void sw_uring_names(void *req, u32 op, u64 *out)
 {
 	void *cmd = (char *)req + bpf_core_field_offset(struct io_kiocb, cmd);
@@ -664,6 +666,11 @@ SW_INLINE void sw_uring_names(void *req, u32 op, u64 *out)
 		struct io_unlink *u = cmd;
 		out[0] = (u64)(s64)BPF_CORE_READ(u, dfd);
 		old = BPF_CORE_READ(u, filename);
+	} else if (op == SW_IORING_OP_MKDIRAT) {
+		struct io_mkdir *m = cmd;
+		out[0] = (u64)(s64)BPF_CORE_READ(m, dfd);
+		out[2] = (u64)BPF_CORE_READ(m, mode);
+		old = BPF_CORE_READ(m, filename);
 	} else if (op == SW_IORING_OP_SYMLINKAT || op == SW_IORING_OP_LINKAT) {
 		struct io_link *l = cmd;
 		out[0] = (u64)(s64)BPF_CORE_READ(l, old_dfd);

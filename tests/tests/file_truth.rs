@@ -332,8 +332,8 @@ fn a_directory_moved_where_its_files_would_run_is_persistence() {
 /// their own (`attack_uring_fileops`): `.bashrc.new` renamed over `.bashrc`, a symbolic and a
 /// hard link to the key, the hard link deleted. Each is the entry its syscall would make, with
 /// the names the kernel copied at the request's submission, its flags, and `via: io_uring`
-/// (its result is not seen); the requests still not recorded are named in
-/// `probe.not_watched`.
+/// (its result is not seen), MKDIRAT the mkdir entry; the requests still not recorded are
+/// named in `probe.not_watched`.
 #[test]
 fn renames_links_and_deletes_through_io_uring_are_entries_with_their_flags() {
     let h = home();
@@ -389,8 +389,21 @@ fn renames_links_and_deletes_through_io_uring_are_entries_with_their_flags() {
             .any(|v| v["summary"].as_str().unwrap().contains(text(&bashrc))),
         "no persistence finding names .bashrc: {found:#?}"
     );
+    // MKDIRAT: the entry mkdirat makes, with the mode asked for.
+    for dir in [".config", ".config/autostart"] {
+        let made = one(&r, &h.home.join(dir), "mkdir");
+        assert_eq!(
+            (&made["via"], &made["mode"]),
+            (&Value::from("io_uring"), &Value::from("755")),
+            "{made:#}"
+        );
+    }
     let not_watched = r.report["probe"]["not_watched"].to_string();
-    assert!(not_watched.contains("MKDIRAT"), "{not_watched}");
+    assert!(not_watched.contains("SETXATTR"), "{not_watched}");
+    assert!(
+        !not_watched.contains("MKDIRAT requests, and"),
+        "{not_watched}"
+    );
 }
 
 /// Case 10: a thread flips rename's new-name buffer between `~/.bashrc` and a decoy (same

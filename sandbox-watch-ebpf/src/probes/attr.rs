@@ -14,11 +14,11 @@ use aya_ebpf::{
     EbpfContext, helpers::generated::bpf_probe_read_user_str, programs::TracePointContext,
 };
 use sandbox_watch_common::{
-    AttrEvent, EventKind, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_TRUNCATED,
+    AttrEvent, EventKind, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_TRUNCATED, VIA_IO_URING,
     attr::{self, nr},
 };
 
-use super::files::{AT_FDCWD, PATH_MASK, dir_and_name};
+use super::files::{AT_FDCWD, PATH_MASK, dir_and_name, dir_and_name_in};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 /// Where a call keeps its file.
@@ -164,4 +164,41 @@ pub fn sys_exit_attr(ctx: TracePointContext) -> u32 {
     let size = core::mem::size_of::<AttrEvent>() + path_len as usize + name_len as usize;
     submit(EventKind::Attr, base, size);
     0
+}
+
+/// An io_uring MKDIRAT request (`probes/uring.rs`): the record mkdirat makes, with the name the
+/// request's prep copied into the kernel, flagged [`VIA_IO_URING`] (its result is not read).
+#[inline(always)]
+pub(crate) fn send_uring_mkdir(dirfd: i64, name: u64, mode: u64) {
+    let Some(base) = scratch() else { return };
+    let event = base.cast::<AttrEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<AttrEvent>()) };
+    let walked = dir_and_name_in(dirfd, name, tail, true);
+    let path_len = walked & !WALK_TRUNCATED & PATH_MASK;
+    let truncated = if walked & WALK_TRUNCATED != 0 {
+        PATH_TRUNCATED
+    } else {
+        0
+    };
+    unsafe {
+        *event = AttrEvent {
+            header: header(
+                EventKind::Attr,
+                current_tgid(),
+                sw_task_start_ns(current_task()),
+            ),
+            op: attr::MKDIR,
+            syscall: nr::MKDIRAT,
+            flags: truncated | VIA_IO_URING,
+            path_kind: PATH_FROM_DIR_AND_NAME,
+            path_len,
+            value: mode,
+            ..Default::default()
+        };
+    }
+    submit(
+        EventKind::Attr,
+        base,
+        core::mem::size_of::<AttrEvent>() + path_len as usize,
+    );
 }

@@ -740,7 +740,7 @@ pub(crate) fn dir_and_name(dirfd: i64, name: u64, dst: *mut u8) -> u32 {
 
 /// As [`dir_and_name`], the name in the caller's memory or (`kernel`) the kernel's.
 #[inline(always)]
-fn dir_and_name_in(dirfd: i64, name: u64, dst: *mut u8, kernel: bool) -> u32 {
+pub(crate) fn dir_and_name_in(dirfd: i64, name: u64, dst: *mut u8, kernel: bool) -> u32 {
     let mut first = [0u8; 2];
     read_str(kernel, first.as_mut_ptr(), 2, name);
     let task = current_task();

@@ -5,18 +5,21 @@
 //! process) once the request's prep has copied its names into the kernel (`getname`): the names
 //! recorded are the kernel's, which no thread of the caller can change afterwards. RENAMEAT,
 //! UNLINKAT, LINKAT and SYMLINKAT become the records their syscalls make (each name under its
-//! directory descriptor, walked from the kernel's objects), flagged [`VIA_IO_URING`]. Their
-//! result comes later, in the completion, and is not read: the record is of the request. MKDIRAT
-//! and the xattr opcodes are not seen here (`probe.not_watched` names them).
+//! directory descriptor, walked from the kernel's objects), flagged [`VIA_IO_URING`], and
+//! MKDIRAT the attribute record mkdirat makes. Their result comes later, in the completion, and
+//! is not read: the record is of the request. The xattr opcodes are not seen here
+//! (`probe.not_watched` names them).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use sandbox_watch_common::{EventKind, VIA_IO_URING};
 
+use super::attr::send_uring_mkdir;
 use super::files::{Names, send_link, send_path_op};
 use crate::{current_tgid, is_traced, kernel::*};
 
 // enum io_uring_op (include/uapi/linux/io_uring.h; equal in kernel.c).
 const IORING_OP_RENAMEAT: u32 = 35;
 const IORING_OP_UNLINKAT: u32 = 36;
+const IORING_OP_MKDIRAT: u32 = 37;
 const IORING_OP_SYMLINKAT: u32 = 38;
 const IORING_OP_LINKAT: u32 = 39;
 
@@ -29,7 +32,11 @@ pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> i32 {
     let op = unsafe { sw_uring_opcode(req) };
     if !matches!(
         op,
-        IORING_OP_RENAMEAT | IORING_OP_UNLINKAT | IORING_OP_SYMLINKAT | IORING_OP_LINKAT
+        IORING_OP_RENAMEAT
+            | IORING_OP_UNLINKAT
+            | IORING_OP_MKDIRAT
+            | IORING_OP_SYMLINKAT
+            | IORING_OP_LINKAT
     ) {
         return 0;
     }
@@ -43,6 +50,7 @@ pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> i32 {
         kernel: true,
     };
     match op {
+        IORING_OP_MKDIRAT => send_uring_mkdir(names.dirfd, names.name, a[2]),
         IORING_OP_RENAMEAT => send_path_op(EventKind::Rename, names, 0, VIA_IO_URING),
         IORING_OP_UNLINKAT => send_path_op(EventKind::Unlink, names, 0, VIA_IO_URING),
         _ => send_link(op == IORING_OP_SYMLINKAT, names, 0, VIA_IO_URING),

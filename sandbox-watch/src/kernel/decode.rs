@@ -212,6 +212,8 @@ pub struct Attr {
     pub name_truncated: bool,
     /// 0 or -errno.
     pub result: i32,
+    /// Submitted through io_uring (MKDIRAT): the request; `result` is not its.
+    pub via_io_uring: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -549,6 +551,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 name: (op == AttrOp::Setxattr).then(|| escape(until_nul(name))),
                 name_truncated: a.flags & attr::NAME_TRUNCATED != 0,
                 result: a.result,
+                via_io_uring: a.flags & common::VIA_IO_URING != 0,
             })
         }
         EventKind::Bpf

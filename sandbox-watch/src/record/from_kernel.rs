@@ -262,6 +262,7 @@ pub fn attr(classifier: &Classifier, a: &decode::Attr) -> Record {
         unverified_reason: c.reason,
         persistence: c.persistence,
         result: (a.result != 0).then(|| errno_name(a.result)),
+        via: a.via_io_uring.then(|| "io_uring".to_string()),
         mode,
         uid: (op == Op::Chown).then(|| id(a.value)).flatten(),
         gid: (op == Op::Chown).then(|| id(a.value2)).flatten(),
