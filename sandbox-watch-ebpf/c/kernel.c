@@ -646,6 +646,8 @@ SW_INLINE u32 sw_uring_opcode(void *req)
 #define SW_IORING_OP_MKDIRAT 37
 #define SW_IORING_OP_SYMLINKAT 38
 #define SW_IORING_OP_LINKAT 39
+#define SW_IORING_OP_FSETXATTR 41
+#define SW_IORING_OP_SETXATTR 42
 
 // The names of a RENAMEAT, UNLINKAT, MKDIRAT, SYMLINKAT or LINKAT request, as its prep copied
 // them into the kernel (getname): out = { dfd, name, new dfd, new name } (names as kernel
@@ -680,4 +682,25 @@ SW_INLINE void sw_uring_names(void *req, u32 op, u64 *out)
 	}
 	out[1] = old ? (u64)BPF_CORE_READ(old, name) : 0;
 	out[3] = new ? (u64)BPF_CORE_READ(new, name) : 0;
+}
+
+// An FSETXATTR or SETXATTR request after its prep: out = { the descriptor (FSETXATTR; -1 for a
+// fixed file, which is an index into the ring's table), the path's name (SETXATTR: the
+// kernel's copy), the attribute's name (the kernel's copy, 256 bytes at most) }. Its context is
+// `struct kernel_xattr_ctx` (`struct xattr_ctx` before 6.13: the field is found by its name).
+SW_INLINE void sw_uring_xattr(void *req, u32 op, u64 *out)
+{
+	struct io_kiocb *r = req;
+	struct io_xattr *x = (void *)((char *)req + bpf_core_field_offset(struct io_kiocb, cmd));
+	out[0] = (u64)-1;
+	out[1] = 0;
+	if (op == SW_IORING_OP_FSETXATTR) {
+		if (!(BPF_CORE_READ(r, flags) & (1ULL << 0)))
+			out[0] = (u64)(s64)BPF_CORE_READ(r, cqe.fd);
+	} else {
+		struct filename *f = BPF_CORE_READ(x, filename);
+		out[1] = f ? (u64)BPF_CORE_READ(f, name) : 0;
+	}
+	struct xattr_name *kname = BPF_CORE_READ(x, ctx.kname);
+	out[2] = kname ? (u64)kname->name : 0;
 }

@@ -11,7 +11,9 @@
 //! name) walks the descriptor's `struct file`; a name-based one gives the directory from the
 //! kernel (dirfd or cwd) and the last part as given (`dir_and_name`).
 use aya_ebpf::{
-    EbpfContext, helpers::generated::bpf_probe_read_user_str, programs::TracePointContext,
+    EbpfContext,
+    helpers::generated::{bpf_probe_read_kernel_str, bpf_probe_read_user_str},
+    programs::TracePointContext,
 };
 use sandbox_watch_common::{
     AttrEvent, EventKind, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_TRUNCATED, VIA_IO_URING,
@@ -201,4 +203,75 @@ pub(crate) fn send_uring_mkdir(dirfd: i64, name: u64, mode: u64) {
         base,
         core::mem::size_of::<AttrEvent>() + path_len as usize,
     );
+}
+
+/// An io_uring SETXATTR (`path`: the kernel's copy of its name, under the cwd) or FSETXATTR
+/// (`fd`; -1 for a fixed file, which has no path here) request: the record setxattr or
+/// fsetxattr makes, with the attribute's name from the kernel's copy (`name`), flagged
+/// [`VIA_IO_URING`].
+#[inline(always)]
+pub(crate) fn send_uring_xattr(by_fd: bool, fd: i64, path: u64, name: u64) {
+    let Some(base) = scratch() else { return };
+    let event = base.cast::<AttrEvent>();
+    let tail = unsafe { base.add(core::mem::size_of::<AttrEvent>()) };
+    let task = current_task();
+    let (mut dev, mut ino, mut magic) = (0, 0, 0);
+    let (walked, path_kind, syscall) = if by_fd {
+        let file = if fd >= 0 {
+            unsafe { sw_task_fd_file(task, fd as u32) }
+        } else {
+            core::ptr::null()
+        };
+        if file.is_null() {
+            (0, PATH_FROM_FILE, nr::FSETXATTR)
+        } else {
+            let inode = unsafe { sw_file_inode(file) };
+            dev = unsafe { sw_inode_dev(inode) };
+            ino = unsafe { sw_inode_ino(inode) };
+            magic = unsafe { sw_file_magic(file) };
+            (
+                unsafe { sw_file_path(file, tail) },
+                PATH_FROM_FILE,
+                nr::FSETXATTR,
+            )
+        }
+    } else {
+        (
+            dir_and_name_in(AT_FDCWD, path, tail, true),
+            PATH_FROM_DIR_AND_NAME,
+            nr::SETXATTR,
+        )
+    };
+    let path_len = walked & !WALK_TRUNCATED & PATH_MASK;
+    let mut flags = VIA_IO_URING;
+    if walked & WALK_TRUNCATED != 0 {
+        flags |= PATH_TRUNCATED;
+    }
+    let mut name_len = 0;
+    if name != 0 {
+        let dst = unsafe { tail.add(path_len as usize) };
+        let n = unsafe {
+            bpf_probe_read_kernel_str(dst.cast(), attr::NAME_MAX as u32, name as *const _)
+        };
+        if n > 0 {
+            name_len = n as u32 & (attr::NAME_MAX as u32 * 2 - 1);
+        }
+    }
+    unsafe {
+        *event = AttrEvent {
+            header: header(EventKind::Attr, current_tgid(), sw_task_start_ns(task)),
+            op: attr::SETXATTR,
+            syscall,
+            flags,
+            path_kind,
+            path_len,
+            name_len,
+            dev,
+            ino,
+            magic,
+            ..Default::default()
+        };
+    }
+    let size = core::mem::size_of::<AttrEvent>() + path_len as usize + name_len as usize;
+    submit(EventKind::Attr, base, size);
 }

@@ -6,13 +6,13 @@
 //! recorded are the kernel's, which no thread of the caller can change afterwards. RENAMEAT,
 //! UNLINKAT, LINKAT and SYMLINKAT become the records their syscalls make (each name under its
 //! directory descriptor, walked from the kernel's objects), flagged [`VIA_IO_URING`], and
-//! MKDIRAT the attribute record mkdirat makes. Their result comes later, in the completion, and
-//! is not read: the record is of the request. The xattr opcodes are not seen here
-//! (`probe.not_watched` names them).
+//! MKDIRAT, SETXATTR and FSETXATTR the attribute records their syscalls make (the attribute's
+//! name from the kernel's copy). Their result comes later, in the completion, and is not read:
+//! the record is of the request.
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use sandbox_watch_common::{EventKind, VIA_IO_URING};
 
-use super::attr::send_uring_mkdir;
+use super::attr::{send_uring_mkdir, send_uring_xattr};
 use super::files::{Names, send_link, send_path_op};
 use crate::{current_tgid, is_traced, kernel::*};
 
@@ -22,6 +22,8 @@ const IORING_OP_UNLINKAT: u32 = 36;
 const IORING_OP_MKDIRAT: u32 = 37;
 const IORING_OP_SYMLINKAT: u32 = 38;
 const IORING_OP_LINKAT: u32 = 39;
+const IORING_OP_FSETXATTR: u32 = 41;
+const IORING_OP_SETXATTR: u32 = 42;
 
 #[btf_tracepoint(function = "io_uring_submit_req")]
 pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> i32 {
@@ -30,6 +32,12 @@ pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> i32 {
     }
     let req: Ptr = ctx.arg(0);
     let op = unsafe { sw_uring_opcode(req) };
+    if op == IORING_OP_FSETXATTR || op == IORING_OP_SETXATTR {
+        let mut a = [0u64; 3];
+        unsafe { sw_uring_xattr(req, op, a.as_mut_ptr()) };
+        send_uring_xattr(op == IORING_OP_FSETXATTR, a[0] as i64, a[1], a[2]);
+        return 0;
+    }
     if !matches!(
         op,
         IORING_OP_RENAMEAT

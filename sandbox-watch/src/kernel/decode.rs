@@ -543,9 +543,15 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 header: hdr,
                 op,
                 syscall: a.syscall,
-                path: path_of(a.path_kind, path),
+                // No path: an io_uring FSETXATTR on a fixed (registered) file.
+                path: if a.path_kind == common::PATH_FROM_FILE && path.is_empty() {
+                    "(a fixed file of an io_uring)".to_string()
+                } else {
+                    path_of(a.path_kind, path)
+                },
                 path_truncated: a.flags & common::PATH_TRUNCATED != 0,
-                file: (a.path_kind == common::PATH_FROM_FILE).then_some((a.dev, a.ino, a.magic)),
+                file: (a.path_kind == common::PATH_FROM_FILE && !path.is_empty())
+                    .then_some((a.dev, a.ino, a.magic)),
                 value: a.value,
                 value2: a.value2,
                 name: (op == AttrOp::Setxattr).then(|| escape(until_nul(name))),

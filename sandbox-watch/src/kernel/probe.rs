@@ -148,7 +148,7 @@ const PROGRAMS: &[Program] = &[
     Program {
         name: "io_uring_submit_req",
         hook: Hook::Btf("io_uring_submit_req"),
-        gap: Some("renames, deletes, links and mkdirs made through io_uring"),
+        gap: Some("renames, deletes, links, mkdirs and xattrs made through io_uring"),
         open_fallback: false,
     },
     sys("sys_exit_connect", "connect"),

@@ -1,12 +1,13 @@
 //! Issue 15 attack: file operations through io_uring only (no open/link/rename/unlink/mkdir
 //! syscalls): IORING_OP_MKDIRAT, SYMLINKAT, LINKAT, OPENAT (+ READ), RENAMEAT, UNLINKAT and
-//! SETXATTR, each on a credential or persistence path.
+//! SETXATTR, FSETXATTR, each on a credential or persistence path.
 //!
 //! `attack_uring_fileops HOME`: under HOME, makes `.config/autostart/` (mkdirat), a symbolic
 //! link `HOME/key-sym` to `HOME/.ssh/id_rsa` (symlinkat), a hard link `HOME/key-hard` to it
 //! (linkat), reads the key (openat + read), writes `HOME/.bashrc.new` through a write-only
 //! io_uring open and renames it over `HOME/.bashrc` (renameat), deletes `HOME/key-hard`
-//! (unlinkat) and sets `user.sw` on `HOME/.profile` (setxattr). Prints each result.
+//! (unlinkat) and sets `user.sw` on `HOME/.profile` (setxattr) and `user.swfd` on it through a
+//! descriptor (fsetxattr). Prints each result.
 use std::ffi::CString;
 
 use io_uring::{IoUring, opcode, squeue, types};
@@ -138,5 +139,19 @@ fn main() {
         )
         .build(),
         "setxattr user.sw on .profile",
+    );
+    // The same by descriptor (opened with a plain open: only the xattr goes through io_uring).
+    let file = std::fs::File::open(format!("{home}/.profile")).expect("open .profile");
+    let by_fd = c("user.swfd");
+    one(
+        &mut ring,
+        opcode::FSetXattr::new(
+            types::Fd(std::os::fd::AsRawFd::as_raw_fd(&file)),
+            by_fd.as_ptr(),
+            value.as_ptr().cast(),
+            value.len() as u32,
+        )
+        .build(),
+        "fsetxattr user.swfd on .profile",
     );
 }
