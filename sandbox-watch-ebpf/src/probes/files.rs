@@ -452,22 +452,18 @@ fn enter_names(ctx: &TracePointContext, a: usize, b: usize) -> u32 {
     let Some(base) = scratch() else { return 0 };
     let v = base.cast::<EntryNames>();
     unsafe {
-        let n = read_str(
-            false,
-            (*v).name[0].as_mut_ptr(),
-            NAME_MAX as u32,
-            arg(ctx, a),
-        );
-        (*v).len[0] = if n > 0 { n as u32 } else { 0 };
-        (*v).len[1] = 0;
-        if b != NONE {
-            let n = read_str(
-                false,
-                (*v).name[1].as_mut_ptr(),
-                NAME_MAX as u32,
-                arg(ctx, b),
-            );
-            (*v).len[1] = if n > 0 { n as u32 } else { 0 };
+        for (i, at) in [a, b].into_iter().enumerate() {
+            let n = if at == NONE {
+                0
+            } else {
+                read_str(
+                    false,
+                    (*v).name[i].as_mut_ptr(),
+                    NAME_MAX as u32,
+                    arg(ctx, at),
+                )
+            };
+            (*v).len[i] = if n > 0 { n as u32 } else { 0 };
         }
         if ENTRY_NAMES
             .insert(&bpf_get_current_pid_tgid(), &*v, 0)
