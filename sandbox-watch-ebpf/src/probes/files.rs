@@ -466,7 +466,7 @@ fn enter_names(ctx: &TracePointContext, a: usize, b: usize) -> u32 {
             (*v).len[i] = if n > 0 { n as u32 } else { 0 };
         }
         if ENTRY_NAMES
-            .insert(&bpf_get_current_pid_tgid(), &*v, 0)
+            .insert(bpf_get_current_pid_tgid(), &*v, 0)
             .is_err()
         {
             crate::count_fail(sandbox_watch_common::fails::NAMES);
@@ -481,7 +481,7 @@ fn enter_names(ctx: &TracePointContext, a: usize, b: usize) -> u32 {
 #[inline(always)]
 fn take_entry_names(dst: *mut u8, two: bool) -> u32 {
     let key = unsafe { bpf_get_current_pid_tgid() };
-    let Some(v) = ENTRY_NAMES.get_ptr(&key) else {
+    let Some(v) = ENTRY_NAMES.get_ptr(key) else {
         crate::count_fail(sandbox_watch_common::fails::NAMES);
         return 0;
     };
@@ -505,7 +505,7 @@ fn take_entry_names(dst: *mut u8, two: bool) -> u32 {
             at += len;
         }
     }
-    let _ = ENTRY_NAMES.remove(&key);
+    let _ = ENTRY_NAMES.remove(key);
     at
 }
 

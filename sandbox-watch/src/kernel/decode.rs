@@ -487,7 +487,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             let f: FileEvent = read(bytes).expect("length checked");
             let first = take(kind, tail, f.path_len as usize)?;
             let second = take(kind, &tail[first.len()..], f.new_path_len as usize)?;
-            let raced = raced(&f, first, Some(second), &tail[first.len() + second.len()..]);
+            let rest = &tail[first.len()..][second.len()..];
+            let raced = raced(&f, first, Some(second), rest);
             Event::Link {
                 op: PathOp {
                     header: hdr,
@@ -507,7 +508,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             let first = take(kind, tail, f.path_len as usize)?;
             let second = take(kind, &tail[first.len()..], f.new_path_len as usize)?;
             let rename = kind == EventKind::Rename;
-            let rest = &tail[first.len() + second.len()..];
+            let rest = &tail[first.len()..][second.len()..];
             let raced = raced(&f, first, rename.then_some(second), rest);
             let op = PathOp {
                 header: hdr,
