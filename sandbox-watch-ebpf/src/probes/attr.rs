@@ -10,17 +10,13 @@
 //! Paths: a descriptor-based call (fchmod, fchown, ftruncate, fsetxattr, utimensat with no
 //! name) walks the descriptor's `struct file`; a name-based one gives the directory from the
 //! kernel (dirfd or cwd) and the last part as given (`dir_and_name`).
-use aya_ebpf::{
-    EbpfContext,
-    helpers::generated::{bpf_probe_read_kernel_str, bpf_probe_read_user_str},
-    programs::TracePointContext,
-};
+use aya_ebpf::{EbpfContext, programs::TracePointContext};
 use sandbox_watch_common::{
     AttrEvent, EventKind, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_TRUNCATED, VIA_IO_URING,
     attr::{self, nr},
 };
 
-use super::files::{AT_FDCWD, PATH_MASK, dir_and_name, dir_and_name_in};
+use super::files::{AT_FDCWD, PATH_MASK, dir_and_name_in, read_str};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 /// Where a call keeps its file.
@@ -94,51 +90,85 @@ pub fn sys_exit_attr(ctx: TracePointContext) -> u32 {
     unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let value = a[at as usize];
     let value2 = if at < 3 { a[at as usize + 1] } else { 0 };
-    let task = current_task();
     // A NULL name with a dirfd (utimensat(fd, NULL, …)) is the descriptor's own file.
-    let fd = if target == FD || (target == DIR_NAME && a[1] == 0) {
-        Some(a[0] as u32)
+    let file = if target == FD || (target == DIR_NAME && a[1] == 0) {
+        let file = unsafe { sw_task_fd_file(current_task(), a[0] as u32) };
+        if file.is_null() {
+            // No such descriptor: nothing was changed, and there is no file to name.
+            return 0;
+        }
+        Target::File(file)
+    } else if target == NAME {
+        Target::Named(AT_FDCWD, a[0])
     } else {
-        None
+        Target::Named(a[0] as i32 as i64, a[1])
     };
-    let Some(base) = scratch() else { return 0 };
+    send_attr(Change {
+        op,
+        syscall,
+        file,
+        kernel: false,
+        xattr: if op == attr::SETXATTR { value } else { 0 },
+        value: if op == attr::SETXATTR { 0 } else { value },
+        value2: if op == attr::CHOWN { value2 } else { 0 },
+        result,
+    });
+    0
+}
+
+/// The file an attribute change is of.
+#[derive(Clone, Copy)]
+enum Target {
+    /// A descriptor's (walked from its `struct file`); null: a fixed file of an io_uring,
+    /// which has no path here.
+    File(Ptr),
+    /// A name under a directory descriptor (`dir_and_name`).
+    Named(i64, u64),
+}
+
+/// An attribute change to record: `kernel` when its names are the kernel's copies (an
+/// io_uring request's, flagged [`VIA_IO_URING`]: `result` is not its), `xattr` the attribute
+/// name's address (setxattr), else 0.
+struct Change {
+    op: u32,
+    syscall: i32,
+    file: Target,
+    kernel: bool,
+    xattr: u64,
+    value: u64,
+    value2: u64,
+    result: i32,
+}
+
+#[inline(always)]
+fn send_attr(c: Change) {
+    let Some(base) = scratch() else { return };
     let event = base.cast::<AttrEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<AttrEvent>()) };
     let (mut dev, mut ino, mut magic) = (0, 0, 0);
-    let (walked, path_kind) = match fd {
-        Some(fd) => {
-            let file = unsafe { sw_task_fd_file(task, fd) };
-            if file.is_null() {
-                // No such descriptor: nothing was changed, and there is no file to name.
-                return 0;
-            }
+    let (walked, path_kind) = match c.file {
+        Target::File(file) if file.is_null() => (0, PATH_FROM_FILE),
+        Target::File(file) => {
             let inode = unsafe { sw_file_inode(file) };
             dev = unsafe { sw_inode_dev(inode) };
             ino = unsafe { sw_inode_ino(inode) };
             magic = unsafe { sw_file_magic(file) };
             (unsafe { sw_file_path(file, tail) }, PATH_FROM_FILE)
         }
-        None => {
-            let (dirfd, name) = if target == NAME {
-                (AT_FDCWD, a[0])
-            } else {
-                (a[0] as i32 as i64, a[1])
-            };
-            (dir_and_name(dirfd, name, tail), PATH_FROM_DIR_AND_NAME)
-        }
+        Target::Named(dirfd, name) => (
+            dir_and_name_in(dirfd, name, tail, c.kernel),
+            PATH_FROM_DIR_AND_NAME,
+        ),
     };
     let path_len = walked & !WALK_TRUNCATED & PATH_MASK;
-    let mut flags = if walked & WALK_TRUNCATED != 0 {
-        PATH_TRUNCATED
-    } else {
-        0
-    };
+    let mut flags = if c.kernel { VIA_IO_URING } else { 0 };
+    if walked & WALK_TRUNCATED != 0 {
+        flags |= PATH_TRUNCATED;
+    }
     let mut name_len = 0;
-    if op == attr::SETXATTR {
+    if c.xattr != 0 {
         let dst = unsafe { tail.add(path_len as usize) };
-        let n = unsafe {
-            bpf_probe_read_user_str(dst.cast(), attr::NAME_MAX as u32, value as *const _)
-        };
+        let n = read_str(c.kernel, dst, attr::NAME_MAX as u32, c.xattr);
         if n > 0 {
             name_len = n as u32 & (attr::NAME_MAX as u32 * 2 - 1);
             if name_len as usize >= attr::NAME_MAX {
@@ -146,132 +176,67 @@ pub fn sys_exit_attr(ctx: TracePointContext) -> u32 {
             }
         }
     }
+    let task = current_task();
     unsafe {
         *event = AttrEvent {
             header: header(EventKind::Attr, current_tgid(), sw_task_start_ns(task)),
-            op,
-            syscall,
+            op: c.op,
+            syscall: c.syscall,
             flags,
             path_kind,
             path_len,
             name_len,
-            result,
+            result: c.result,
             dev,
             ino,
             magic,
-            value: if op == attr::SETXATTR { 0 } else { value },
-            value2: if op == attr::CHOWN { value2 } else { 0 },
+            value: c.value,
+            value2: c.value2,
         };
     }
     let size = core::mem::size_of::<AttrEvent>() + path_len as usize + name_len as usize;
     submit(EventKind::Attr, base, size);
-    0
 }
 
 /// An io_uring MKDIRAT request (`probes/uring.rs`): the record mkdirat makes, with the name the
-/// request's prep copied into the kernel, flagged [`VIA_IO_URING`] (its result is not read).
+/// request's prep copied into the kernel.
 #[inline(always)]
 pub(crate) fn send_uring_mkdir(dirfd: i64, name: u64, mode: u64) {
-    let Some(base) = scratch() else { return };
-    let event = base.cast::<AttrEvent>();
-    let tail = unsafe { base.add(core::mem::size_of::<AttrEvent>()) };
-    let walked = dir_and_name_in(dirfd, name, tail, true);
-    let path_len = walked & !WALK_TRUNCATED & PATH_MASK;
-    let truncated = if walked & WALK_TRUNCATED != 0 {
-        PATH_TRUNCATED
-    } else {
-        0
-    };
-    unsafe {
-        *event = AttrEvent {
-            header: header(
-                EventKind::Attr,
-                current_tgid(),
-                sw_task_start_ns(current_task()),
-            ),
-            op: attr::MKDIR,
-            syscall: nr::MKDIRAT,
-            flags: truncated | VIA_IO_URING,
-            path_kind: PATH_FROM_DIR_AND_NAME,
-            path_len,
-            value: mode,
-            ..Default::default()
-        };
-    }
-    submit(
-        EventKind::Attr,
-        base,
-        core::mem::size_of::<AttrEvent>() + path_len as usize,
-    );
+    send_attr(Change {
+        op: attr::MKDIR,
+        syscall: nr::MKDIRAT,
+        file: Target::Named(dirfd, name),
+        kernel: true,
+        xattr: 0,
+        value: mode,
+        value2: 0,
+        result: 0,
+    });
 }
 
 /// An io_uring SETXATTR (`path`: the kernel's copy of its name, under the cwd) or FSETXATTR
-/// (`fd`; -1 for a fixed file, which has no path here) request: the record setxattr or
-/// fsetxattr makes, with the attribute's name from the kernel's copy (`name`), flagged
-/// [`VIA_IO_URING`].
+/// (`fd`; -1 for a fixed file) request: the record setxattr or fsetxattr makes, with the
+/// attribute's name from the kernel's copy (`name`).
 #[inline(always)]
 pub(crate) fn send_uring_xattr(by_fd: bool, fd: i64, path: u64, name: u64) {
-    let Some(base) = scratch() else { return };
-    let event = base.cast::<AttrEvent>();
-    let tail = unsafe { base.add(core::mem::size_of::<AttrEvent>()) };
-    let task = current_task();
-    let (mut dev, mut ino, mut magic) = (0, 0, 0);
-    let (walked, path_kind, syscall) = if by_fd {
+    let (file, syscall) = if by_fd {
         let file = if fd >= 0 {
-            unsafe { sw_task_fd_file(task, fd as u32) }
+            unsafe { sw_task_fd_file(current_task(), fd as u32) }
         } else {
             core::ptr::null()
         };
-        if file.is_null() {
-            (0, PATH_FROM_FILE, nr::FSETXATTR)
-        } else {
-            let inode = unsafe { sw_file_inode(file) };
-            dev = unsafe { sw_inode_dev(inode) };
-            ino = unsafe { sw_inode_ino(inode) };
-            magic = unsafe { sw_file_magic(file) };
-            (
-                unsafe { sw_file_path(file, tail) },
-                PATH_FROM_FILE,
-                nr::FSETXATTR,
-            )
-        }
+        (Target::File(file), nr::FSETXATTR)
     } else {
-        (
-            dir_and_name_in(AT_FDCWD, path, tail, true),
-            PATH_FROM_DIR_AND_NAME,
-            nr::SETXATTR,
-        )
+        (Target::Named(AT_FDCWD, path), nr::SETXATTR)
     };
-    let path_len = walked & !WALK_TRUNCATED & PATH_MASK;
-    let mut flags = VIA_IO_URING;
-    if walked & WALK_TRUNCATED != 0 {
-        flags |= PATH_TRUNCATED;
-    }
-    let mut name_len = 0;
-    if name != 0 {
-        let dst = unsafe { tail.add(path_len as usize) };
-        let n = unsafe {
-            bpf_probe_read_kernel_str(dst.cast(), attr::NAME_MAX as u32, name as *const _)
-        };
-        if n > 0 {
-            name_len = n as u32 & (attr::NAME_MAX as u32 * 2 - 1);
-        }
-    }
-    unsafe {
-        *event = AttrEvent {
-            header: header(EventKind::Attr, current_tgid(), sw_task_start_ns(task)),
-            op: attr::SETXATTR,
-            syscall,
-            flags,
-            path_kind,
-            path_len,
-            name_len,
-            dev,
-            ino,
-            magic,
-            ..Default::default()
-        };
-    }
-    let size = core::mem::size_of::<AttrEvent>() + path_len as usize + name_len as usize;
-    submit(EventKind::Attr, base, size);
+    send_attr(Change {
+        op: attr::SETXATTR,
+        syscall,
+        file,
+        kernel: true,
+        xattr: name,
+        value: 0,
+        value2: 0,
+        result: 0,
+    });
 }

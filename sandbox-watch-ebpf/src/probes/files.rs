@@ -777,7 +777,7 @@ pub(crate) fn dir_and_name_in(dirfd: i64, name: u64, dst: *mut u8, kernel: bool)
 /// Reads a NUL-ended string of at most `max` bytes at `src`, in the caller's memory or
 /// (`kernel`) the kernel's: its length with the NUL, or a negative error.
 #[inline(always)]
-fn read_str(kernel: bool, dst: *mut u8, max: u32, src: u64) -> i64 {
+pub(crate) fn read_str(kernel: bool, dst: *mut u8, max: u32, src: u64) -> i64 {
     unsafe {
         if kernel {
             bpf_probe_read_kernel_str(dst.cast(), max, src as *const _)
