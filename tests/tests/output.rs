@@ -259,3 +259,66 @@ fn a_writev_is_hashed_as_its_buffers_and_one_of_too_many_buffers_says_so() {
     );
     assert_eq!(r.report["coverage"]["lost"], 0);
 }
+
+/// An agent that floods its stdout to hide what it does meanwhile: while a traced `dd` writes
+/// gigabytes to a pipe (faster than any monitor hashes them), the same script reads a
+/// credential 200 times with `cat`. The output's bytes can outrun the monitor; the records of
+/// what was run and read must not be pushed out by them. Every `cat` is a process entry with
+/// its read of the key; whatever was lost is output (named on the stream it belongs to), never
+/// an exec, an open or an exit.
+#[test]
+fn an_output_flood_pushes_out_no_other_record() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let key = dir.path().join("flood-id_ed25519");
+    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\nflood\n").unwrap();
+    let key = key.to_str().unwrap();
+    const READS: usize = 200;
+    let script = format!(
+        "dd if=/dev/zero bs=64k count=200000 status=none | cat > /dev/null & F=$!
+         sleep 0.2
+         for i in $(seq {READS}); do cat {key} > /dev/null; done
+         kill $F; wait"
+    );
+    let r = run(&["--credential", key], &["sh", "-c", &script]);
+    assert!(r.code().is_some(), "{}", r.stderr());
+    let cats = r.execs_of(&["cat", key]);
+    let reads = r
+        .files_at(key)
+        .iter()
+        .filter(|f| f["op"] == "read" && f["credential"] == true)
+        .map(|f| f["count"].as_u64().unwrap_or(1))
+        .sum::<u64>();
+    let cov = &r.report["coverage"];
+    eprintln!(
+        "{} cats, {reads} credential reads; coverage {cov}",
+        cats.len()
+    );
+    let lost_other: Vec<_> = cov["lost_by_kind"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(kind, n)| *kind != "output" && n.as_u64() != Some(0))
+        .collect();
+    assert!(
+        lost_other.is_empty(),
+        "records other than output were lost: {lost_other:?}"
+    );
+    assert_eq!(cats.len(), READS, "every cat is a process entry");
+    assert_eq!(reads, READS as u64, "every read of the key is counted");
+    // The flood's own stream: its count is the kernel's, and a hash only if nothing was lost.
+    let dd = &r.exec_of(&[
+        "dd",
+        "if=/dev/zero",
+        "bs=64k",
+        "count=200000",
+        "status=none",
+    ]);
+    let out = &dd["output"]["stdout"];
+    assert!(out["bytes"].as_u64().unwrap() > 0, "{out}");
+    if cov["lost_by_kind"]["output"].as_u64().unwrap_or(0) > 0 {
+        assert!(
+            out["sha256"].is_null() && out["sha256_skipped"].is_string(),
+            "output was lost, yet: {out}"
+        );
+    }
+}
