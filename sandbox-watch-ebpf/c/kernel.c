@@ -164,36 +164,6 @@ SW_INLINE void *sw_task_fd_file(void *task, u32 fd)
 	return file;
 }
 
-// Which standard stream a write to `fd` went to: 1 or 2 when `fd` is 1 or 2; for another
-// descriptor, 1 or 2 when its file is the same inode as fd 1's or fd 2's (a dup of it, or
-// /dev/stdout opened again: the same pipe, terminal or file), from the task's file table; 0
-// otherwise. Read at the write's exit: a racing thread of the task may have changed the table
-// since the kernel wrote (a dup2 onto 1), and then the table's answer wins.
-SW_INLINE u32 sw_task_std_stream(void *task, u32 fd)
-{
-	if (fd == 1 || fd == 2)
-		return fd;
-	struct fdtable *fdt = BPF_CORE_READ((struct task_struct *)task, files, fdt);
-	if (!fdt)
-		return 0;
-	u32 max = BPF_CORE_READ(fdt, max_fds);
-	if (fd >= max || max < 3)
-		return 0;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *file = NULL, *out = NULL, *err = NULL;
-	bpf_core_read(&file, sizeof(file), &fds[fd]);
-	if (!file)
-		return 0;
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
-	bpf_core_read(&out, sizeof(out), &fds[1]);
-	if (out && BPF_CORE_READ(out, f_inode) == inode)
-		return 1;
-	bpf_core_read(&err, sizeof(err), &fds[2]);
-	if (err && BPF_CORE_READ(err, f_inode) == inode)
-		return 2;
-	return 0;
-}
-
 // The inode behind a descriptor of the task, or NULL.
 SW_INLINE void *sw_task_fd_inode(void *task, u32 fd)
 {
@@ -201,13 +171,47 @@ SW_INLINE void *sw_task_fd_inode(void *task, u32 fd)
 	return file ? BPF_CORE_READ(file, f_inode) : NULL;
 }
 
+// ---- the current task, through the typed pointer bpf_get_current_task_btf returns ----
+// Its fields are direct loads (one instruction each, a fault reads as 0), where a
+// BPF_CORE_READ on an untyped pointer is a helper call per field: the output probe runs these
+// at every write of a traced task. A descriptor's file is still read with a helper (the fd
+// array is a pointer to pointers, which the verifier does not type).
+
+// As sw_task_start_ns, for the current task.
+SW_INLINE u64 sw_current_start_ns(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	return t->group_leader->start_boottime;
+}
+
+// The file table's entry for `fd` of the current task (fd 1 and 2 too, in `std`), or NULL.
+SW_INLINE struct file *sw_current_fd_file(u32 fd, struct file **std)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct fdtable *fdt = t->files->fdt;
+	if (!fdt)
+		return NULL;
+	u32 max = fdt->max_fds;
+	struct file **fds = fdt->fd;
+	struct file *file = NULL;
+	if (std && max > 2) {
+		bpf_core_read(&std[0], sizeof(std[0]), &fds[1]);
+		bpf_core_read(&std[1], sizeof(std[1]), &fds[2]);
+	}
+	if (fd >= max)
+		return NULL;
+	bpf_core_read(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
 // Which of the program's streams a write to `fd` went to, given the inodes its fd 1 and 2 had
 // at its exec: the file written now is that stdout's (1) or that stderr's (2) inode, or
 // neither (0). A shell's `printf x >&2` writes to fd 1 while fd 1 is a dup of fd 2: stderr.
 // When stdout and stderr are one inode (2>&1), the fd number decides.
-SW_INLINE u32 sw_task_stream_of(void *task, u32 fd, void *out, void *err)
+SW_INLINE u32 sw_current_stream_of(u32 fd, void *out, void *err)
 {
-	void *inode = sw_task_fd_inode(task, fd);
+	struct file *file = sw_current_fd_file(fd, NULL);
+	void *inode = file ? BPF_CORE_READ(file, f_inode) : NULL;
 	if (!inode)
 		return 0;
 	if (inode == out && inode == err)
@@ -215,6 +219,27 @@ SW_INLINE u32 sw_task_stream_of(void *task, u32 fd, void *out, void *err)
 	if (inode == out)
 		return 1;
 	if (inode == err)
+		return 2;
+	return 0;
+}
+
+// Which standard stream a write to `fd` went to: 1 or 2 when `fd` is 1 or 2; for another
+// descriptor, 1 or 2 when its file is the same inode as fd 1's or fd 2's (a dup of it, or
+// /dev/stdout opened again: the same pipe, terminal or file), from the task's file table; 0
+// otherwise. Read at the write's exit: a racing thread of the task may have changed the table
+// since the kernel wrote (a dup2 onto 1), and then the table's answer wins.
+SW_INLINE u32 sw_current_std_stream(u32 fd)
+{
+	if (fd == 1 || fd == 2)
+		return fd;
+	struct file *std[2] = { NULL, NULL };
+	struct file *file = sw_current_fd_file(fd, std);
+	if (!file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	if (std[0] && BPF_CORE_READ(std[0], f_inode) == inode)
+		return 1;
+	if (std[1] && BPF_CORE_READ(std[1], f_inode) == inode)
 		return 2;
 	return 0;
 }
@@ -382,14 +407,16 @@ SW_INLINE void sw_sk_remote_addr(void *sk, u8 *out)
 }
 
 // The current syscall's first four arguments, from the user registers saved at its entry:
-// they are still there at its exit (only the return value's register changes).
+// they are still there at its exit (only the return value's register changes). The pointer
+// bpf_task_pt_regs returns is typed, so these are direct loads (CO-RE relocated), not a helper
+// call each.
 SW_INLINE void sw_syscall_args(u64 *args)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	args[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	args[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
-	args[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
-	args[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	args[0] = PT_REGS_PARM1_SYSCALL(regs);
+	args[1] = PT_REGS_PARM2_SYSCALL(regs);
+	args[2] = PT_REGS_PARM3_SYSCALL(regs);
+	args[3] = PT_REGS_PARM4_SYSCALL(regs);
 }
 
 // ---- the monitor's own objects (tamper records) ----

@@ -1,9 +1,11 @@
 //! The kernel side of sandbox-watch: follows one set of processes (the traced tgids, or one
-//! cgroup) and sends what they do through a ring buffer.
+//! cgroup) and sends what they do through two ring buffers: `OUTPUT` for the bytes they write
+//! to their stdout and stderr, `EVENTS` for everything else.
 //!
 //! Untraced tasks cost one hash lookup per probe (`is_traced`). Records are assembled in a
-//! per-CPU scratch area and copied to the ring at their used length; a record that does not fit
-//! is counted in `DROPS` (per kind) so the userspace can report it. Every record carries the
+//! per-CPU scratch area and copied to the ring at their used length (output chunks are read
+//! straight into room reserved in theirs); a record that does not fit is counted in `DROPS`
+//! (per kind) so the userspace can report it. Every record carries the
 //! next number of one global sequence (`SEQ`), taken before the copy: a record that never
 //! reaches the userspace leaves a hole in the sequence even when `DROPS` was reset.
 #![no_std]
@@ -18,7 +20,7 @@ use aya_ebpf::{
         bpf_get_smp_processor_id, bpf_ktime_get_boot_ns, bpf_ringbuf_output, bpf_ringbuf_query,
     },
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
 };
 use sandbox_watch_common::{EventHeader, EventKind, KIND_SLOTS, SCRATCH_SIZE, fails};
 
@@ -37,7 +39,24 @@ static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 
-/// Records that did not fit in `EVENTS`, per event kind.
+/// What traced processes wrote to their stdout and stderr (`output` records): 8 MiB unless
+/// `--output-ring` says otherwise. A ring of its own, so output can outrun the monitor (a
+/// program writes faster than anything hashes) and lose only output, never pushing out the
+/// records of what ran, opened, connected or exited (`EVENTS`).
+#[map]
+static OUTPUT: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
+
+/// The ring a record of `kind` goes to.
+#[inline(always)]
+fn ring_of(kind: EventKind) -> &'static RingBuf {
+    if kind as u32 == EventKind::Output as u32 {
+        &OUTPUT
+    } else {
+        &EVENTS
+    }
+}
+
+/// Records that did not fit in their ring, per event kind.
 #[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
 
@@ -151,7 +170,7 @@ fn take_seq(n: u64) -> u64 {
 }
 
 /// Copies `len` bytes of the record at `data` (in scratch or on the stack; it starts with an
-/// [`EventHeader`]) to the ring with the next sequence number, or counts it as dropped.
+/// [`EventHeader`]) to its ring with the next sequence number, or counts it as dropped.
 #[inline(always)]
 pub fn submit(kind: EventKind, data: *mut u8, len: usize) {
     output(kind, data, len, false);
@@ -170,26 +189,83 @@ fn output(kind: EventKind, data: *mut u8, len: usize, now: bool) {
     // The mask must reach the verifier: through a volatile read LLVM cannot prove it redundant
     // and drop it (older verifiers, 6.1's, then lose the bound of the sum and refuse the call).
     let len = unsafe { core::ptr::read_volatile(&len) } & (SCRATCH_SIZE - 1);
-    let ring = (&raw const EVENTS).cast_mut().cast();
-    // Waking the reader for every record costs the traced task an interrupt and the monitor a
-    // context switch: wake it when this record takes what is waiting past a multiple of an
-    // eighth of the ring. That is once per eighth however far behind the reader is (waking it
-    // at every record once an eighth was waiting cost a 100 MiB output storm an interrupt per
-    // 4 KiB write), and a wake-up it missed while it was draining is made again an eighth
-    // later. It also drains the ring on its own every 10 ms.
+    let ring = ring_of(kind);
+    let wake = wake_flags(ring, len, now);
+    let ret = unsafe { bpf_ringbuf_output(ring_ptr(ring), data.cast(), len as u64, wake) };
+    if ret < 0 {
+        count_drop(kind);
+    }
+}
+
+/// Whether committing `len` more bytes should wake the reader. Waking it for every record
+/// costs the traced task an interrupt and the monitor a context switch: wake it when this
+/// record takes what is waiting past a multiple of an eighth of the ring. That is once per
+/// eighth however far behind the reader is (waking it at every record once an eighth was
+/// waiting cost a 100 MiB output storm an interrupt per 4 KiB write), and a wake-up it missed
+/// while it was draining is made again an eighth later. It also drains the ring on its own
+/// every 10 ms.
+#[inline(always)]
+fn wake_flags(ring: &RingBuf, len: usize, now: bool) -> u64 {
+    let ring = ring_ptr(ring);
     let waiting = unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) };
     let eighth = unsafe { bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) } / 8;
     let crosses = eighth > 0 && (waiting + len as u64) / eighth != waiting / eighth;
-    let wake = if now || crosses {
+    if now || crosses {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
-    };
-    let ret = unsafe { bpf_ringbuf_output(ring, data.cast(), len as u64, wake) };
-    if ret < 0
-        && let Some(count) = DROPS.get_ptr_mut(kind as u32)
-    {
+    }
+}
+
+/// The map pointer the ring helpers take.
+#[inline(always)]
+fn ring_ptr(ring: &RingBuf) -> *mut core::ffi::c_void {
+    (ring as *const RingBuf).cast_mut().cast()
+}
+
+#[inline(always)]
+fn count_drop(kind: EventKind) {
+    if let Some(count) = DROPS.get_ptr_mut(kind as u32) {
         unsafe { *count += 1 };
+    }
+}
+
+/// A record of type `T` written in place in the ring, not copied there from scratch (the
+/// output probe's chunks: the writer's bytes are read straight into the ring). `T` starts with
+/// an [`EventHeader`]. Its sequence number is taken before the room is reserved, as [`submit`]
+/// takes it before the copy, and written into the header when the record is sent.
+pub struct Reserved<T: 'static> {
+    entry: RingBufEntry<T>,
+    seq: u64,
+    ring: &'static RingBuf,
+}
+
+impl<T> Reserved<T> {
+    /// Room for one `T` in the ring, or None: counted as a drop of `kind`, with its number of
+    /// the sequence taken (a hole the userspace matches with the drop).
+    #[inline(always)]
+    pub fn new(kind: EventKind) -> Option<Reserved<T>> {
+        let seq = next_seq();
+        let ring = ring_of(kind);
+        let Some(entry) = ring.reserve::<T>(0) else {
+            count_drop(kind);
+            return None;
+        };
+        Some(Reserved { entry, seq, ring })
+    }
+
+    /// The record, uninitialised: to be filled in whole before it is sent.
+    #[inline(always)]
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.entry.as_mut_ptr()
+    }
+
+    /// Sets the header's sequence number and commits the record for the reader.
+    #[inline(always)]
+    pub fn send(mut self) {
+        unsafe { (*self.entry.as_mut_ptr().cast::<EventHeader>()).seq = self.seq };
+        let wake = wake_flags(self.ring, core::mem::size_of::<T>(), false);
+        self.entry.submit(wake);
     }
 }
 

@@ -16,7 +16,7 @@ use crate::judge::classify::Classifier;
 use crate::judge::tamper::Own;
 use crate::kernel::backlog;
 use crate::kernel::decode::{self, Event};
-use crate::kernel::probe::{Probe, kind_name};
+use crate::kernel::probe::{Probe, Rings, kind_name};
 use crate::kernel::reads::ReadCounts;
 use crate::kernel::sequence::Sequence;
 use crate::output::evidence::LogWriter;
@@ -137,8 +137,8 @@ pub struct Capture {
     sequence: Sequence,
     /// The monitor's own BPF objects and pid, for the tamper records.
     own: Own,
-    /// The ring, between the watch and the end's last drain.
-    ring: Option<RingBuf<MapData>>,
+    /// The rings, between the watch and the end's last drain.
+    rings: Option<Rings>,
     /// Print the log's anchor to stderr (not while the TUI owns the terminal).
     pub anchors: bool,
     /// The start record as logged (sent again to a TUI started later).
@@ -199,7 +199,7 @@ impl Capture {
             secret_lines: BTreeMap::new(),
             sequence: Sequence::default(),
             own,
-            ring: None,
+            rings: None,
             anchors: true,
             checkpoint: Duration::from_secs(10),
             start_logged: None,
@@ -694,10 +694,13 @@ impl Capture {
     }
 
     /// Waits for records until the capture ends.
-    pub async fn watch(&mut self, ring: RingBuf<MapData>, mut ends: Ends) -> anyhow::Result<()> {
+    pub async fn watch(&mut self, rings: Rings, mut ends: Ends) -> anyhow::Result<()> {
         // SAFETY: the ring buffer owns its fd and outlives the registration (both are dropped
         // together at the end of this function).
-        let mut ring = unsafe { AsyncFd::register(ring) }.map_err(|e| e.into_parts().1)?;
+        let mut ring = unsafe { AsyncFd::register(rings.events) }.map_err(|e| e.into_parts().1)?;
+        // SAFETY: as above.
+        let mut output =
+            unsafe { AsyncFd::register(rings.output) }.map_err(|e| e.into_parts().1)?;
         raise_priority();
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sigterm = signal(SignalKind::terminate())?;
@@ -728,7 +731,13 @@ impl Capture {
                 biased;
                 guard = ring.readable_mut() => {
                     let mut guard = guard?;
-                    self.drain(guard.get_inner_mut());
+                    self.drain(guard.get_inner_mut(), output.get_mut());
+                    guard.clear_ready();
+                    self.flush();
+                }
+                guard = output.readable_mut() => {
+                    let mut guard = guard?;
+                    self.drain(ring.get_mut(), guard.get_inner_mut());
                     guard.clear_ready();
                     self.flush();
                 }
@@ -756,7 +765,7 @@ impl Capture {
                     break;
                 }
                 _ = tick.tick() => {
-                    self.drain(ring.get_mut());
+                    self.drain(ring.get_mut(), output.get_mut());
                     self.flush();
                     ticks += 1;
                     if ticks.is_multiple_of(500) {
@@ -798,19 +807,40 @@ impl Capture {
             }
         }
         // Whatever the kernel sent before the end still counts.
-        self.drain(ring.get_mut());
+        self.drain(ring.get_mut(), output.get_mut());
         self.flush();
-        self.ring = Some(ring.into_inner());
+        self.rings = Some(Rings {
+            events: ring.into_inner(),
+            output: output.into_inner(),
+        });
         // No more draining to give way to (the end's last drain is short).
         backlog::drained(0);
         Ok(())
     }
 
-    /// Handles every record waiting in the ring buffer (and says how much that was).
-    fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+    /// Handles every record waiting in the two rings, in the order of their sequence numbers
+    /// (and says how much the events ring held). A program's output chunks are then handled
+    /// after its exec and before its exit or next exec, whichever ring is read first: a record
+    /// the kernel made after another of the same task took a higher number and was put in its
+    /// ring after that one was committed, so it is never at a ring's head while an earlier
+    /// one of its task is still to come.
+    fn drain(&mut self, events: &mut RingBuf<MapData>, output: &mut RingBuf<MapData>) {
         let mut bytes = 0;
-        while let Some(item) = ring.next() {
-            bytes += backlog::record_bytes(item.len());
+        loop {
+            let from_output = match (head_seq(events), head_seq(output)) {
+                (None, None) => break,
+                (Some(e), Some(o)) => o < e,
+                (e, _) => e.is_none(),
+            };
+            let ring = if from_output {
+                &mut *output
+            } else {
+                &mut *events
+            };
+            let Some(item) = ring.next() else { break };
+            if !from_output {
+                bytes += backlog::record_bytes(item.len());
+            }
             self.handle(&item);
         }
         backlog::drained(bytes);
@@ -820,12 +850,12 @@ impl Capture {
     /// listen, the violations and the end record, all as records; then the report.
     pub fn finish(&mut self) -> Report {
         let sequence = self.last_drain();
-        // Nothing more is read from the ring: unmapped now, before the report is built (its
-        // data pages are mapped twice, ~8 MB of RSS at 4 MiB, which otherwise added to the
-        // report's heap at the capture's peak).
-        self.ring = None;
         let end_ns = self.clock.boot_now();
         self.end_output(end_ns, None);
+        // Nothing more is read from the rings: unmapped now, before the report is built (their
+        // data pages are mapped twice, ~8 MB of RSS at 4 MiB, which otherwise added to the
+        // report's heap at the capture's peak).
+        self.rings = None;
         let probe = &mut self.probe;
         self.reads.collect_all(|key| probe.take_read_count(key));
         let counts: Vec<FileCount> = self
@@ -993,9 +1023,9 @@ impl Capture {
     fn last_drain(&mut self) -> record::SequenceCount {
         let deadline = std::time::Instant::now() + Duration::from_millis(50);
         loop {
-            if let Some(mut ring) = self.ring.take() {
-                self.drain(&mut ring);
-                self.ring = Some(ring);
+            if let Some(mut rings) = self.rings.take() {
+                self.drain(&mut rings.events, &mut rings.output);
+                self.rings = Some(rings);
             }
             let numbered = self.probe.sequence();
             let dropped: u64 = self.probe.lost().iter().sum();
@@ -1052,6 +1082,15 @@ fn raise_priority() {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -5);
     }
+}
+
+/// The sequence number of the record at the head of `ring`, which stays there: an item not
+/// dropped is not consumed, and the next `next()` gives it again.
+fn head_seq(ring: &mut RingBuf<MapData>) -> Option<u64> {
+    let item = ring.next()?;
+    let seq = decode::seq_of(&item);
+    std::mem::forget(item);
+    Some(seq)
 }
 
 /// A failed-insert counter's name (the map).

@@ -5,8 +5,9 @@
 //!   `STREAMS`; compared with the file the fd names in the task's file table now, so a
 //!   `dup(1)`, `/dev/stdout` opened again, or a shell's `printf x >&2` go where the bytes
 //!   went) is sent in chunks of `OUTPUT_CHUNK` bytes, `ret` bytes in all (the
-//!   count the kernel returned), up to `OUTPUT_CHUNKS` chunks; a chunk the ring cannot take,
-//!   and every chunk past the limit, is counted in `DROPS[output]`.
+//!   count the kernel returned), up to `OUTPUT_CHUNKS` chunks, each read from the writer's
+//!   buffer straight into room reserved in the ring (no copy through scratch); a chunk the ring
+//!   cannot take, and every chunk past the limit, is counted in `DROPS[output]`.
 //! - `sys_exit_writev`, `pwritev`, `pwritev2`: the same, one chunk per buffer for the first
 //!   `OUTPUT_IOVECS` buffers (Node.js writes its stdout so); a longer buffer or more buffers
 //!   end in a chunk flagged `OUTPUT_IOVECS_CUT`, and the stream's hash is then not made.
@@ -33,12 +34,7 @@ use sandbox_watch_common::{
 };
 
 use super::syscall::{RET, syscall_programs};
-use crate::{
-    count_lost, current_task, current_tgid, header, is_traced, kernel::*, scratch, submit,
-    submit_value,
-};
-
-const FIXED: usize = core::mem::size_of::<OutputEvent>();
+use crate::{Reserved, count_lost, current_tgid, header, is_traced, kernel::*, submit_value};
 
 /// A program's standard streams as its exec gave them: the inodes at fd 1 and 2.
 #[repr(C)]
@@ -51,7 +47,7 @@ pub struct Streams {
 
 /// By tgid, set at each traced exec (an LRU: no exit hook needed; `start_ns` tells a reused
 /// pid). A process with none (a fork's child before it execs, a process traced after its
-/// exec) is judged by the fd number and the file table alone (`sw_task_std_stream`).
+/// exec) is judged by the fd number and the file table alone (`sw_current_std_stream`).
 #[map]
 static STREAMS: LruHashMap<u32, Streams> = LruHashMap::with_max_entries(65536, 0);
 
@@ -81,10 +77,10 @@ syscall_programs! {
     sys_exit_vmsplice(ctx) => { counted(&ctx, 0, OUTPUT_VIA_VMSPLICE); 0 };
 }
 
-/// For a traced task's write that wrote to its stdout or stderr: the record's fixed part
-/// (in this CPU's scratch), and the syscall's first four arguments.
+/// For a traced task's write that wrote to its stdout or stderr: the record's fixed part, and
+/// the syscall's first four arguments.
 #[inline(always)]
-fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, [u64; 4])> {
+fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(OutputEvent, [u64; 4])> {
     let tgid = current_tgid();
     if !is_traced(tgid) {
         return None;
@@ -96,23 +92,17 @@ fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, [
     let mut a = [0u64; 4];
     unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let fd = a[fd_arg & 3] as u32;
-    let task = current_task();
-    let start_ns = unsafe { sw_task_start_ns(task) };
+    let start_ns = unsafe { sw_current_start_ns() };
     let stream = match unsafe { STREAMS.get(tgid) } {
         Some(s) if s.start_ns == start_ns => unsafe {
-            sw_task_stream_of(task, fd, s.out as Ptr, s.err as Ptr)
+            sw_current_stream_of(fd, s.out as Ptr, s.err as Ptr)
         },
-        _ => unsafe { sw_task_std_stream(task, fd) },
+        _ => unsafe { sw_current_std_stream(fd) },
     };
     if stream == 0 {
         return None;
     }
-    let Some(base) = scratch() else {
-        count_lost(EventKind::Output, 1);
-        return None;
-    };
-    let ev = unsafe { &mut *base.cast::<OutputEvent>() };
-    *ev = OutputEvent {
+    let ev = OutputEvent {
         header: header(EventKind::Output, tgid, start_ns),
         stream,
         fd,
@@ -120,18 +110,64 @@ fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(*mut u8, [
         via,
         ..Default::default()
     };
-    Some((base, a))
+    Some((ev, a))
+}
+
+/// One chunk as the ring holds it: the record's fixed part, then room for `N` bytes of the
+/// write (`len` says how many of them are).
+#[repr(C)]
+struct Chunk<const N: usize> {
+    ev: OutputEvent,
+    data: [u8; N],
+}
+
+/// Sends `ev` with `n` bytes (at most `OUTPUT_CHUNK`) read from the writer's memory at `src`
+/// straight into the ring. The ring reserves only sizes the verifier knows, so a chunk takes
+/// the smallest of three that holds it: a line, a page, a whole chunk.
+#[inline(always)]
+fn send_chunk(ev: &OutputEvent, src: u64, n: usize) {
+    // A copy of the count the verifier does not link to the caller's (a masked value gets no
+    // id of its own): the size chosen below must not narrow the caller's count, or each of the
+    // three sizes makes a state of its own at every turn of writev's loop (3^8: the verifier
+    // gave up at a million instructions).
+    let n = unsafe { core::ptr::read_volatile(&n) } & (2 * OUTPUT_CHUNK - 1);
+    if n <= 256 {
+        send_in::<256>(ev, src, n)
+    } else if n <= 4096 {
+        send_in::<4096>(ev, src, n)
+    } else {
+        send_in::<OUTPUT_CHUNK>(ev, src, n)
+    }
+}
+
+#[inline(always)]
+fn send_in<const N: usize>(ev: &OutputEvent, src: u64, n: usize) {
+    let Some(mut r) = Reserved::<Chunk<N>>::new(EventKind::Output) else {
+        return;
+    };
+    let chunk = unsafe { &mut *r.as_mut_ptr() };
+    chunk.ev = *ev;
+    // Bounded for the verifier: through a volatile read LLVM cannot drop the check as known.
+    let n = unsafe { core::ptr::read_volatile(&n) };
+    let n = if n > N { N } else { n };
+    let read =
+        unsafe { bpf_probe_read_user(chunk.data.as_mut_ptr().cast(), n as u32, src as *const _) };
+    if read < 0 {
+        chunk.ev.flags |= OUTPUT_READ_FAILED;
+        chunk.ev.len = 0;
+    } else {
+        chunk.ev.len = n as u32;
+    }
+    r.send();
 }
 
 /// write(fd, buf, count), pwrite64(fd, buf, count, pos): the bytes, in chunks.
 #[inline(always)]
 fn carried(ctx: &TracePointContext, via: u32) {
-    let Some((base, args)) = start(ctx, 0, via) else {
+    let Some((mut ev, args)) = start(ctx, 0, via) else {
         return;
     };
     let buf = args[1];
-    let ev = unsafe { &mut *base.cast::<OutputEvent>() };
-    let tail = unsafe { base.add(FIXED) };
     let total = ev.ret;
     for i in 0..OUTPUT_CHUNKS {
         let offset = (i * OUTPUT_CHUNK) as u64;
@@ -144,24 +180,13 @@ fn carried(ctx: &TracePointContext, via: u32) {
         } else {
             left as usize
         };
-        // Bounded for the verifier through memory (see `submit`): at most OUTPUT_CHUNK.
-        let n = unsafe { core::ptr::read_volatile(&n) } & (2 * OUTPUT_CHUNK - 1);
         ev.offset = offset;
         ev.flags = if i == OUTPUT_CHUNKS - 1 && left > OUTPUT_CHUNK as u64 {
             OUTPUT_CUT
         } else {
             0
         };
-        let read =
-            unsafe { bpf_probe_read_user(tail.cast(), n as u32, (buf + offset) as *const _) };
-        let len = if read < 0 {
-            ev.flags |= OUTPUT_READ_FAILED;
-            0
-        } else {
-            n
-        };
-        ev.len = len as u32;
-        submit(EventKind::Output, base, FIXED + len);
+        send_chunk(&ev, buf + offset, n);
     }
     let sent = (OUTPUT_CHUNKS * OUTPUT_CHUNK) as u64;
     if total > sent {
@@ -179,12 +204,10 @@ fn carried(ctx: &TracePointContext, via: u32) {
 /// work small: a buffer split into chunks made it give up). `ret` may end within a buffer.
 #[inline(always)]
 fn carried_iov(ctx: &TracePointContext, via: u32) {
-    let Some((base, args)) = start(ctx, 0, via) else {
+    let Some((mut ev, args)) = start(ctx, 0, via) else {
         return;
     };
     let (iov, iovcnt) = (args[1], args[2]);
-    let ev = unsafe { &mut *base.cast::<OutputEvent>() };
-    let tail = unsafe { base.add(FIXED) };
     let total = ev.ret;
     let mut offset = 0u64;
     for i in 0..OUTPUT_IOVECS as u64 {
@@ -209,39 +232,28 @@ fn carried_iov(ctx: &TracePointContext, via: u32) {
             n = OUTPUT_CHUNK as u64;
             ev.flags = OUTPUT_IOVECS_CUT;
         }
-        // Bounded for the verifier through memory (see `submit`): at most OUTPUT_CHUNK.
-        let n = (unsafe { core::ptr::read_volatile(&n) } as usize) & (2 * OUTPUT_CHUNK - 1);
         ev.offset = offset;
-        let read = unsafe { bpf_probe_read_user(tail.cast(), n as u32, v[0] as *const _) };
-        let len = if read < 0 {
-            ev.flags |= OUTPUT_READ_FAILED;
-            0
-        } else {
-            n
-        };
-        ev.len = len as u32;
-        submit(EventKind::Output, base, FIXED + len);
+        send_chunk(&ev, v[0], n as usize);
         if ev.flags & OUTPUT_IOVECS_CUT != 0 {
             return;
         }
-        offset += n as u64;
+        offset += n;
     }
     if offset < total {
         // More buffers than are read: a chunk of no bytes says so.
         ev.offset = offset;
         ev.len = 0;
         ev.flags = OUTPUT_IOVECS_CUT;
-        submit(EventKind::Output, base, FIXED);
+        submit_value(EventKind::Output, &mut ev);
     }
 }
 
 /// A write the probe does not carry: its count only.
 #[inline(always)]
 fn counted(ctx: &TracePointContext, fd_arg: usize, via: u32) {
-    let Some((base, _)) = start(ctx, fd_arg, via) else {
+    let Some((mut ev, _)) = start(ctx, fd_arg, via) else {
         return;
     };
-    let ev = unsafe { &mut *base.cast::<OutputEvent>() };
     ev.flags = OUTPUT_NOT_CARRIED;
-    submit_value(EventKind::Output, ev);
+    submit_value(EventKind::Output, &mut ev);
 }

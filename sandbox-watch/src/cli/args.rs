@@ -132,9 +132,17 @@ pub struct CaptureArgs {
     /// for that name, whatever the address; use CIDR rules where that is too loose.
     #[arg(long = "allow-net", value_name = "CIDR[:PORT]|HOST[:PORT]", value_parser = parse_allow_net)]
     pub allow_net: Vec<String>,
-    /// Ring buffer size in bytes (a power of two, at least 4096).
+    /// Ring buffer size in bytes (a power of two, at least 4096; default 4 MiB): every record
+    /// but output.
     #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
     pub ring_buffer: Option<u32>,
+    /// Output ring buffer size in bytes (a power of two, at least 4096; default 8 MiB): the
+    /// bytes traced programs write to their stdout and stderr, on their way to be hashed. A
+    /// program that writes faster than the monitor hashes (about 1.7 GB/s on one core with
+    /// SHA-NI) fills it; what does not fit is lost output (the stream's sha256 is then null
+    /// and says why), never another record.
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
+    pub output_ring: Option<u32>,
     /// Stream every log record, as it is written, to an OpenTelemetry collector over
     /// OTLP/HTTP (protobuf; OTEL_EXPORTER_OTLP_PROTOCOL=http/json for JSON). URL is the
     /// collector's base URL (/v1/logs is appended); without one (--otlp= or --otlp before

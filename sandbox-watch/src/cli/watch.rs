@@ -175,6 +175,7 @@ fn probe_options(args: &CaptureArgs, prepared: &Prepared) -> ProbeOptions {
     .collect();
     ProbeOptions {
         ring_buffer_bytes: args.ring_buffer,
+        output_ring_bytes: args.output_ring,
         cgroup: None,
         file_hook: args.file_hook,
         outputs,
@@ -210,7 +211,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         .into());
     }
     let mut probe = Probe::load(&probe_options(&args.capture, &prepared))?;
-    let ring = probe.ring()?;
+    let rings = probe.rings()?;
     let tui = use_tui(&args.capture);
     let (pane, terminal) = match tui {
         true => {
@@ -279,7 +280,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         pane,
         agent: Some(pid),
     });
-    let ended = drive(&rt, capture, ring, ends, screen, export, &args.capture.out)?;
+    let ended = drive(&rt, capture, rings, ends, screen, export, &args.capture.out)?;
     let report = &ended.report;
     let agent_code = match (report.exit.code, report.exit.signal) {
         (Some(c), _) => c as u8,
@@ -304,7 +305,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     let fixed_ns = agent_netns(args.capture.agent_netns.as_deref())?;
     let ns = fixed_ns.or_else(|| target::netns_of(args.pid));
     let mut probe = Probe::load(&probe_options(&args.capture, &prepared))?;
-    let ring = probe.ring()?;
+    let rings = probe.rings()?;
     let mut existing = Vec::new();
     // Trace the tree, then look again until no new member appears: a child forked while we
     // were adding its parent is caught either by the kernel (parent traced) or by the rescan.
@@ -345,7 +346,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     capture.agent_netns = ns;
     capture.agent_pid = Some(args.pid);
     capture.existing = existing;
-    watch_target(&args.capture, capture, ring, true, None, export)
+    watch_target(&args.capture, capture, rings, true, None, export)
 }
 
 pub fn container(args: ContainerArgs) -> Result<u8> {
@@ -355,7 +356,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     let mut options = probe_options(&args.capture, &prepared);
     options.cgroup = Some((c.cgroup_id, c.level));
     let mut probe = Probe::load(&options)?;
-    let ring = probe.ring()?;
+    let rings = probe.rings()?;
     // The processes already inside; the kernel adds the others by cgroup from now on.
     let inside: Vec<processes::Existing> =
         c.pids().into_iter().filter_map(target::existing).collect();
@@ -373,7 +374,7 @@ pub fn container(args: ContainerArgs) -> Result<u8> {
     capture.agent_netns = ns;
     capture.agent_pid = agent_pid;
     capture.existing = inside;
-    watch_target(&args.capture, capture, ring, false, Some(c), export)
+    watch_target(&args.capture, capture, rings, false, Some(c), export)
 }
 
 /// The addresses the host rules of `--allow-net` resolve to now (best effort), as rules: a
@@ -449,7 +450,7 @@ fn use_tui(args: &CaptureArgs) -> bool {
 fn watch_target(
     args: &CaptureArgs,
     capture: Capture,
-    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    rings: crate::kernel::probe::Rings,
     when_empty: bool,
     container: Option<container::Container>,
     export: Option<Export>,
@@ -466,7 +467,7 @@ fn watch_target(
         pane: None,
         agent: None,
     });
-    drive(&runtime()?, capture, ring, ends, screen, export, &args.out)?.end(&args.out, 0)
+    drive(&runtime()?, capture, rings, ends, screen, export, &args.out)?.end(&args.out, 0)
 }
 
 /// What the TUI shows besides the records: the agent's terminal (run mode).
@@ -492,7 +493,7 @@ pub(super) fn tui_options(replay: bool) -> tui::Options {
 fn drive(
     rt: &tokio::runtime::Runtime,
     mut capture: Capture,
-    ring: aya::maps::RingBuf<aya::maps::MapData>,
+    rings: crate::kernel::probe::Rings,
     mut ends: Ends,
     screen: Option<Screen>,
     export: Option<Export>,
@@ -501,7 +502,7 @@ fn drive(
     let Some(screen) = screen else {
         capture.log_start();
         capture.log_existing();
-        rt.block_on(capture.watch(ring, ends))?;
+        rt.block_on(capture.watch(rings, ends))?;
         let mut report = capture.finish();
         let exported = export::finish(export, &mut report);
         return Ok(Ended {
@@ -535,7 +536,7 @@ fn drive(
     };
     rt.block_on(async move {
         let capturing = async {
-            let watched = capture.watch(ring, ends).await;
+            let watched = capture.watch(rings, ends).await;
             let mut report = capture.finish();
             // The export's wait for the collector (up to --otlp-timeout) off this thread: the
             // TUI keeps answering meanwhile.

@@ -371,6 +371,12 @@ fn header(h: &common::EventHeader) -> Header {
     }
 }
 
+/// A record's sequence number, read from its header alone (0 for a record too short to have
+/// one: it is taken first, and found undecodable then).
+pub fn seq_of(bytes: &[u8]) -> u64 {
+    read::<common::EventHeader>(bytes).map_or(0, |h| h.seq)
+}
+
 pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
     let raw: common::EventHeader = read(bytes).ok_or(DecodeError::Short(bytes.len()))?;
     let kind = EventKind::from_u32(raw.kind).ok_or(DecodeError::UnknownKind(raw.kind))?;

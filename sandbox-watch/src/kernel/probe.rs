@@ -34,11 +34,22 @@ impl FileHook {
     }
 }
 
+/// The kernel's two ring buffers: what traced processes wrote to their stdout and stderr
+/// (`output`), and every other record (`events`). Output has its own so that a flood of it
+/// loses only output: the records of what ran, opened, connected and exited are never pushed
+/// out by it.
+pub struct Rings {
+    pub events: RingBuf<MapData>,
+    pub output: RingBuf<MapData>,
+}
+
 /// What the loader can be asked for.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeOptions {
     /// Bytes of the ring buffer (a power of two, at least a page).
     pub ring_buffer_bytes: Option<u32>,
+    /// Bytes of the output ring buffer (the same rules).
+    pub output_ring_bytes: Option<u32>,
     /// Container mode: trace tasks under this cgroup (id, level in the hierarchy).
     pub cgroup: Option<(u64, u32)>,
     /// Use this open hook instead of trying fentry first (tests use it).
@@ -430,6 +441,9 @@ impl Probe {
         if let Some(bytes) = options.ring_buffer_bytes {
             loader.map_max_entries("EVENTS", bytes);
         }
+        if let Some(bytes) = options.output_ring_bytes {
+            loader.map_max_entries("OUTPUT", bytes);
+        }
         let mut ebpf = loader
             .load(OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
@@ -548,18 +562,32 @@ impl Probe {
         })
     }
 
-    /// The ring buffer; call once. Its size goes to [`super::backlog`].
-    pub fn ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
-        let ring = self
-            .ebpf
-            .take_map("EVENTS")
-            .ok_or_else(|| ProbeError::Load("map EVENTS missing from the object".into()))?;
-        if let aya::maps::Map::RingBuf(data) = &ring
-            && let Ok(info) = data.info()
-        {
+    /// The ring buffers; call once. The size of the one for everything but output goes to
+    /// [`super::backlog`].
+    pub fn rings(&mut self) -> Result<Rings, ProbeError> {
+        let events = self.take_ring("EVENTS")?;
+        if let Ok(info) = events.info() {
             super::backlog::ring_size(info.max_entries().into());
         }
-        RingBuf::try_from(ring).map_err(|e| ProbeError::Load(format!("map EVENTS: {e}")))
+        let output = self.take_ring("OUTPUT")?;
+        let ring = |name, data| {
+            RingBuf::try_from(aya::maps::Map::RingBuf(data))
+                .map_err(|e| ProbeError::Load(format!("map {name}: {e}")))
+        };
+        Ok(Rings {
+            events: ring("EVENTS", events)?,
+            output: ring("OUTPUT", output)?,
+        })
+    }
+
+    fn take_ring(&mut self, name: &str) -> Result<MapData, ProbeError> {
+        match self.ebpf.take_map(name) {
+            Some(aya::maps::Map::RingBuf(data)) => Ok(data),
+            Some(_) => Err(ProbeError::Load(format!("map {name} is not a ring buffer"))),
+            None => Err(ProbeError::Load(format!(
+                "map {name} missing from the object"
+            ))),
+        }
     }
 
     /// Adds a thread group to the traced set.
