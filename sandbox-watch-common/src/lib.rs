@@ -24,7 +24,8 @@ pub const NEW_PATH_TRUNCATED: u32 = 1 << 3;
 pub const READ_COUNTED: u32 = 1 << 4;
 /// [`FileEvent::flags`] of a rename, delete or link submitted through io_uring: recorded at
 /// the submission (the names the kernel copied), so `result` is not the operation's (it is 0;
-/// the completion is not read).
+/// the completion is not read). Of an open: made through io_uring, seen at its completion
+/// (where fentry is refused; the file is the one at the descriptor the completion returned).
 pub const VIA_IO_URING: u32 = 1 << 5;
 /// [`FileEvent::flags`] of a rename, delete or link made by a syscall: after its paths the
 /// tail holds the names the caller's memory held at the call's entry (each NUL-ended; a

@@ -667,6 +667,22 @@ SW_INLINE u32 sw_uring_opcode(void *req)
 	return BPF_CORE_READ((struct io_kiocb *)req, opcode);
 }
 
+// ---- io_uring completions (tp_btf/io_uring_complete: the request is its second argument on
+// every kernel, `req->cqe.res` its result) ----
+
+SW_INLINE s32 sw_uring_res(void *req)
+{
+	return BPF_CORE_READ((struct io_kiocb *)req, cqe.res);
+}
+
+// An OPENAT or OPENAT2 request's fixed-file slot (io_open in io_uring/openclose.c, in the
+// request's command area): 0 when the file went into the descriptor table.
+SW_INLINE u32 sw_uring_open_slot(void *req)
+{
+	struct io_open *o = (void *)((char *)req + bpf_core_field_offset(struct io_kiocb, cmd));
+	return BPF_CORE_READ(o, file_slot);
+}
+
 // Keep these equal to the uapi's enum io_uring_op (and probes/uring.rs).
 #define SW_IORING_OP_RENAMEAT 35
 #define SW_IORING_OP_UNLINKAT 36

@@ -63,7 +63,7 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         &[
             "credential_reads_on_ext4_tmpfs_and_proc_are_verified",
             "the_open_hook_states_what_it_cannot_see",
-            "io_uring_opens_are_seen_by_fentry_and_named_as_a_gap_otherwise",
+            "io_uring_opens_are_seen_by_fentry_or_at_their_completion",
             "create_write_rename_delete_and_persistence",
             "symlinks_and_relative_paths_are_resolved_by_the_kernel",
             "an_open_storm_is_one_entry_with_its_count",
@@ -73,7 +73,11 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
     ),
     (
         "output",
-        &["what_each_program_printed_is_counted_and_hashed_as_printed"],
+        &[
+            "what_each_program_printed_is_counted_and_hashed_as_printed",
+            "an_output_flood_pushes_out_no_other_record",
+            "capture_output_keeps_redacted_text_but_never_a_credential_readers_or_an_untraced_ones",
+        ],
     ),
     (
         "network",

@@ -3,8 +3,8 @@
 //! Opens come from one of two hooks, chosen by the loader:
 //! - `fentry/security_file_open(struct file *file)`: every open, io_uring's included;
 //! - where fentry is refused, the syscall tracepoints `sys_exit_open{,at,at2}`/`creat`, which
-//!   take the `struct file` from the fd table.
-//!   They cannot see opens made without those syscalls (io_uring).
+//!   take the `struct file` from the fd table, and io_uring's completions of its opens
+//!   (`probes/uring.rs`).
 //!
 //! Deletes and renames use the syscall tracepoints `unlink{,at}`, `rmdir`, `rename{,at,at2}`:
 //! the directory comes from the kernel (dirfd or cwd), the last part from the argument.
@@ -195,7 +195,7 @@ fn exit_open_by_handle(ctx: &TracePointContext) -> u32 {
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
-        report_open(file);
+        report_open(file, 0);
     }
     0
 }
@@ -246,7 +246,7 @@ fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
-        report_open(file);
+        report_open(file, 0);
     }
     0
 }
@@ -304,7 +304,7 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
     }
     let file: Ptr = ctx.arg(0);
     // f_flags has lost O_CREAT/O_TRUNC by now; FMODE_CREATED in f_mode says "created".
-    report_open(file);
+    report_open(file, 0);
     0
 }
 
@@ -321,7 +321,7 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
         // O_PATH opens never reach `security_file_open`: they are sent from here.
         let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
         if !file.is_null() && unsafe { sw_file_mode(file) } & FMODE_PATH != 0 {
-            report_open(file);
+            report_open(file, 0);
         }
         return 0;
     }
@@ -339,9 +339,10 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
 
 /// Sends one open, unless it is a plain read this process already made of this inode by this
 /// name (then it is only counted). O_PATH opens (no read, no write) and opens of `ALWAYS`
-/// inodes are always sent.
+/// inodes are always sent. `via` goes into the record's flags ([`VIA_IO_URING`] for an open
+/// seen at its io_uring completion).
 #[inline(always)]
-fn report_open(file: Ptr) {
+pub(crate) fn report_open(file: Ptr, via: u32) {
     let tgid = current_tgid();
     let f_mode = unsafe { sw_file_mode(file) };
     let inode = unsafe { sw_file_inode(file) };
@@ -392,7 +393,7 @@ fn report_open(file: Ptr) {
         name_key,
         open_flags: unsafe { sw_file_flags(file) },
         f_mode,
-        flags: counted,
+        flags: counted | via,
         path_kind: PATH_FROM_FILE,
         ..Default::default()
     };

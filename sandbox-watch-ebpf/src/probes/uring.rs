@@ -9,14 +9,27 @@
 //! MKDIRAT, SETXATTR and FSETXATTR the attribute records their syscalls make (the attribute's
 //! name from the kernel's copy). Their result comes later, in the completion, and is not read:
 //! the record is of the request.
+//!
+//! `tp_btf/io_uring_complete(ctx, req, …)` (the request is the second argument on every
+//! kernel) runs where the kernel posts a request's result: in the submitter, an io-wq worker
+//! or the SQPOLL thread, all threads of the submitting process sharing its descriptor table.
+//! Where fentry on `security_file_open` is refused, an OPENAT or OPENAT2 that succeeded is the
+//! open record a syscall's exit makes: the file is the one at the descriptor the completion
+//! returns, walked, flagged [`VIA_IO_URING`]. Not seen so: an open into a fixed-file slot (no
+//! descriptor), a failed one (its name is freed by then), one whose completion is never posted
+//! (a `DEFER_TASKRUN` ring its owner never waits on), and, when another thread closes the
+//! descriptor and opens another file at its number before the completion, the file the request
+//! opened (the entry then names the other file, itself an open the capture saw).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use sandbox_watch_common::{EventKind, VIA_IO_URING};
 
 use super::attr::{send_uring_mkdir, send_uring_xattr};
-use super::files::{Names, send_link, send_path_op};
-use crate::{current_tgid, is_traced, kernel::*};
+use super::files::{Names, report_open, send_link, send_path_op};
+use crate::{current_task, current_tgid, is_traced, kernel::*};
 
 // enum io_uring_op (include/uapi/linux/io_uring.h; equal in kernel.c).
+const IORING_OP_OPENAT: u32 = 18;
+const IORING_OP_OPENAT2: u32 = 28;
 const IORING_OP_RENAMEAT: u32 = 35;
 const IORING_OP_UNLINKAT: u32 = 36;
 const IORING_OP_MKDIRAT: u32 = 37;
@@ -62,6 +75,28 @@ pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> i32 {
         IORING_OP_RENAMEAT => send_path_op(EventKind::Rename, names, 0, VIA_IO_URING),
         IORING_OP_UNLINKAT => send_path_op(EventKind::Unlink, names, 0, VIA_IO_URING),
         _ => send_link(op == IORING_OP_SYMLINKAT, names, 0, VIA_IO_URING),
+    }
+    0
+}
+
+/// Opens through io_uring, at their completion (loaded only where fentry is refused).
+#[btf_tracepoint(function = "io_uring_complete")]
+pub fn io_uring_complete(ctx: BtfTracePointContext) -> i32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let req: Ptr = ctx.arg(1);
+    let op = unsafe { sw_uring_opcode(req) };
+    if op != IORING_OP_OPENAT && op != IORING_OP_OPENAT2 {
+        return 0;
+    }
+    let res = unsafe { sw_uring_res(req) };
+    if res < 0 || unsafe { sw_uring_open_slot(req) } != 0 {
+        return 0;
+    }
+    let file = unsafe { sw_task_fd_file(current_task(), res as u32) };
+    if !file.is_null() {
+        report_open(file, VIA_IO_URING);
     }
     0
 }

@@ -59,6 +59,8 @@ pub struct FileOpen {
     /// The kernel keeps counting this process's further opens of the file (its key went into
     /// `READS`); they are collected at its exit or the capture's end.
     pub read_counted: bool,
+    /// Made through io_uring, seen at its completion (the syscall hooks' fallback).
+    pub via_io_uring: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -765,6 +767,7 @@ fn file_open(header: Header, f: &FileEvent, path: String, read_counted: bool) ->
         path,
         path_truncated: f.flags & common::PATH_TRUNCATED != 0,
         read_counted,
+        via_io_uring: f.flags & common::VIA_IO_URING != 0,
     }
 }
 

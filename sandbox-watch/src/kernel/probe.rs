@@ -162,6 +162,14 @@ const PROGRAMS: &[Program] = &[
         gap: Some("renames, deletes, links, mkdirs and xattrs made through io_uring"),
         open_fallback: false,
     },
+    // Opens made through io_uring, from the completion's descriptor (probes/uring.rs): where
+    // fentry runs, security_file_open sees them itself.
+    Program {
+        name: "io_uring_complete",
+        hook: Hook::Btf("io_uring_complete"),
+        gap: Some("file opens made through io_uring"),
+        open_fallback: true,
+    },
     sys("sys_exit_connect", "connect"),
     sys("sys_exit_listen", "listen"),
     sys("sys_exit_bind", "UDP server bind"),
@@ -257,7 +265,7 @@ const FENTRY_OPEN: &str = "security_file_open";
 const FEXIT_OPENAT2: &str = "do_sys_openat2_exit";
 
 /// The io_uring gap of the syscall open hook, worded for people.
-pub const IO_URING_GAP: &str = "file opens made through io_uring (the fentry hook on security_file_open was refused by this kernel; the syscall tracepoints used instead do not see them)";
+pub const IO_URING_GAP: &str = "io_uring opens into fixed-file slots, failed ones, and ones never completed (the fentry hook on security_file_open was refused by this kernel: io_uring opens are read from the descriptor their completion returns, and an open whose completion is never posted, on a DEFER_TASKRUN ring its owner never waits on, is not seen)";
 
 /// An attached program's link: detached when dropped.
 type Link = Box<dyn Send>;

@@ -176,6 +176,7 @@ pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
         unverified_reason: c.reason,
         persistence: c.persistence,
         escalation: escalation_of_open(op, &open.path, open.magic),
+        via: open.via_io_uring.then(|| "io_uring".into()),
         ..named(open.header.tgid, op, open.path.clone())
     }
 }
