@@ -465,7 +465,11 @@ struct Sample {
     /// lands here, and it moves less than wall time with other load on the machine.
     workload_cpu_ms: f64,
     events: Option<u64>,
+    /// Records lost, output chunks included.
     lost: Option<u64>,
+    /// Of them, output chunks: a program printing faster than the monitor hashes (SHA-256)
+    /// loses these, and only these (their own ring; the stream's sha256 is null then).
+    output_lost: Option<u64>,
     cpu_user_ms: Option<f64>,
     cpu_sys_ms: Option<f64>,
     /// The monitor's CPU (user+sys) from attached to its exit: the part events cost.
@@ -481,6 +485,7 @@ impl Sample {
             "workload_cpu_ms": round3(self.workload_cpu_ms),
             "events": self.events,
             "lost": self.lost,
+            "output_lost": self.output_lost,
             "monitor_cpu_user_ms": self.cpu_user_ms.map(round3),
             "monitor_cpu_sys_ms": self.cpu_sys_ms.map(round3),
             "monitor_cpu_after_attach_ms": self.watch_cpu_ms.map(round3),

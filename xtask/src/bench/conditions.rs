@@ -345,6 +345,7 @@ pub(super) fn run_traced(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Resul
         workload_cpu_ms: m.timed.cpu_ms(),
         events: r["coverage"]["events"].as_u64(),
         lost: r["coverage"]["lost"].as_u64(),
+        output_lost: output_lost(&r),
         cpu_user_ms: Some(m.user_ms),
         cpu_sys_ms: Some(m.sys_ms),
         watch_cpu_ms: m.watched.attached_cpu_ms.map(|a| m.user_ms + m.sys_ms - a),
@@ -419,6 +420,7 @@ pub(super) fn run_outside(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Resu
         .with_context(|| format!("reading {}", report.display()))?;
     sample.events = r["coverage"]["events"].as_u64();
     sample.lost = r["coverage"]["lost"].as_u64();
+    sample.output_lost = output_lost(&r);
     let (user, sys) = (tv_ms(ru.ru_utime), tv_ms(ru.ru_stime));
     sample.cpu_user_ms = Some(user);
     sample.cpu_sys_ms = Some(sys);
@@ -426,4 +428,13 @@ pub(super) fn run_outside(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Resu
     sample.rss_mb = Some((ru.ru_maxrss.max(0) as u64).max(watched.hwm_kb) as f64 / 1024.0);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(sample)
+}
+
+/// Output chunks a report counts lost (0 when it lost none: the kind is then absent).
+fn output_lost(r: &Value) -> Option<u64> {
+    r["coverage"]["lost"].as_u64().map(|_| {
+        r["coverage"]["lost_by_kind"]["output"]
+            .as_u64()
+            .unwrap_or(0)
+    })
 }
