@@ -20,6 +20,25 @@ sed -i 's/return year % 4 == 0/return year % 4 == 0 and (year % 100 != 0 or year
 python3 -c 'import leap; print("1900 leap?", leap.is_leap(1900))'
 git commit -qam "Fix century years"
 
+echo "agent: installing a helper package into a virtualenv"
+# A wheel of one module, made here (a zip with its dist-info), so pip needs no network.
+python3 - <<'PY'
+import zipfile
+with zipfile.ZipFile("leapcal-1.0.0-py3-none-any.whl", "w") as z:
+    z.writestr("leapcal/__init__.py", "DAYS = 366\n")
+    z.writestr("leapcal-1.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: leapcal\nVersion: 1.0.0\n")
+    z.writestr("leapcal-1.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: demo\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("leapcal-1.0.0.dist-info/RECORD", "")
+PY
+if python3 -m pip --version > /dev/null 2>&1; then
+    python3 -m venv --without-pip .venv
+    python3 -m pip --python .venv/bin/python install -q --no-index --no-deps \
+        --disable-pip-version-check leapcal-1.0.0-py3-none-any.whl
+else
+    echo "agent: no pip here, no package installed"
+fi
+rm leapcal-1.0.0-py3-none-any.whl
+
 echo "agent: serving the docs on loopback and fetching them"
 python3 - <<'PY'
 import http.server, threading, urllib.request

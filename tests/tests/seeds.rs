@@ -400,3 +400,39 @@ fn git_hooks_and_includes_pointed_outside_the_repository_are_persistence() {
         "hooks in the repository are not persistence: {found:#?}"
     );
 }
+
+/// The demo (`sandbox-watch` with no arguments) is the first thing a person runs: its summary
+/// answers the seeds' questions, the package its agent installed and the commits it made among
+/// them.
+#[test]
+fn the_demo_summary_names_its_package_and_its_commits() {
+    let out = Command::new(bin())
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("run the demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the demo failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = |label: &str| -> PathBuf {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in:\n{stdout}"));
+        PathBuf::from(line.split_whitespace().next().unwrap())
+    };
+    let summary = std::fs::read_to_string(path("Summary:")).unwrap();
+    let demo_dir = path("Report:").parent().unwrap().to_path_buf();
+    let _ = std::fs::remove_dir_all(&demo_dir);
+    let has = |prefix: &str| summary.lines().any(|l| l.starts_with(prefix));
+    assert!(
+        has("- **Packages**: pip leapcal 1.0.0 (venv "),
+        "no package line:\n{summary}"
+    );
+    assert!(
+        has("- **Git**: 2 commits on "),
+        "no commits line:\n{summary}"
+    );
+}
