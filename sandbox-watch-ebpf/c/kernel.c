@@ -675,12 +675,39 @@ SW_INLINE s32 sw_uring_res(void *req)
 	return BPF_CORE_READ((struct io_kiocb *)req, cqe.res);
 }
 
-// An OPENAT or OPENAT2 request's fixed-file slot (io_open in io_uring/openclose.c, in the
-// request's command area): 0 when the file went into the descriptor table.
-SW_INLINE u32 sw_uring_open_slot(void *req)
+// Where a completed OPENAT or OPENAT2 put its file (io_open in io_uring/openclose.c, in the
+// request's command area): -1 into the descriptor table (`res` is the descriptor), else the
+// index of the fixed-file slot: the one asked for (file_slot is it plus one; `res` is 0), or
+// the one the ring chose (file_slot is IORING_FILE_INDEX_ALLOC; `res` is it).
+SW_INLINE s64 sw_uring_open_slot(void *req, s32 res)
 {
 	struct io_open *o = (void *)((char *)req + bpf_core_field_offset(struct io_kiocb, cmd));
-	return BPF_CORE_READ(o, file_slot);
+	u32 slot = BPF_CORE_READ(o, file_slot);
+	if (slot == 0)
+		return -1;
+	// IORING_FILE_INDEX_ALLOC is ~0U; slots are below 1 << 20. Tested by its top bit: built
+	// here, `slot == ~0U` came out false for ~0U (an immediate compare that is not 32-bit).
+	if ((slot >> 31) & 1)
+		return res;
+	return slot - 1;
+}
+
+// The file in fixed-file slot `index` of the request's ring (io_slot_file: the slot's node's
+// file_ptr without its flag bits), or NULL: the table of io_rsrc_node pointers of 6.13 and
+// later only (6.1's table of io_fixed_file has no such node; fentry sees those opens there).
+SW_INLINE void *sw_uring_slot_file(void *req, u32 index)
+{
+	if (!bpf_core_field_exists(struct io_rsrc_node, file_ptr))
+		return NULL;
+	struct io_ring_ctx *ctx = BPF_CORE_READ((struct io_kiocb *)req, ctx);
+	if (index >= BPF_CORE_READ(ctx, file_table.data.nr))
+		return NULL;
+	struct io_rsrc_node **nodes = BPF_CORE_READ(ctx, file_table.data.nodes);
+	struct io_rsrc_node *node = NULL;
+	bpf_core_read(&node, sizeof(node), &nodes[index]);
+	if (!node)
+		return NULL;
+	return (void *)(BPF_CORE_READ(node, file_ptr) & ~7UL);
 }
 
 // Keep these equal to the uapi's enum io_uring_op (and probes/uring.rs).

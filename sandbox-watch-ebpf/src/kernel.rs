@@ -65,7 +65,8 @@ unsafe extern "C" {
     pub fn sw_syscall_nr() -> i64;
     pub fn sw_uring_opcode(req: Ptr) -> u32;
     pub fn sw_uring_res(req: Ptr) -> i32;
-    pub fn sw_uring_open_slot(req: Ptr) -> u32;
+    pub fn sw_uring_open_slot(req: Ptr, res: i32) -> i64;
+    pub fn sw_uring_slot_file(req: Ptr, index: u32) -> Ptr;
     pub fn sw_uring_names(req: Ptr, op: u32, out: *mut u64);
     pub fn sw_uring_xattr(req: Ptr, op: u32, out: *mut u64);
     pub fn sw_count_packet(counts: *mut u64, len: u64);

@@ -306,10 +306,10 @@ fn paths_with_newlines_and_invalid_utf8_are_kept() {
 /// submitter) and again in io_uring's worker thread (IOSQE_ASYNC), never through an open
 /// syscall. fentry on `security_file_open` sees both; where it is refused, both are read from
 /// the descriptor each completion returns (on f210e45 they were not seen at all, and the
-/// report said so). An open into a fixed-file slot has no descriptor, and one on a
-/// DEFER_TASKRUN ring whose completion its owner never waits for is never posted (at the
-/// process's exit a kworker tears the ring down): both seen by fentry, and otherwise named in
-/// the gaps.
+/// report said so). An open into a fixed-file slot has no descriptor: its file is read from
+/// the ring's table (6.13 and later). One on a DEFER_TASKRUN ring whose completion its owner
+/// never waits for is never posted (at the process's exit a kworker tears the ring down):
+/// seen by fentry, and otherwise named in the gaps.
 #[test]
 fn io_uring_opens_are_seen_by_fentry_or_at_their_completion() {
     let dir = tempfile::tempdir().unwrap();
@@ -329,7 +329,7 @@ fn io_uring_opens_are_seen_by_fentry_or_at_their_completion() {
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_eq!(
         String::from_utf8_lossy(&r.output.stdout),
-        "uring\nuring\nslot\nunreaped\n",
+        "uring\nuring\nslot\nslot\nunreaped\n",
         "the opens through io_uring worked"
     );
     // Every open of a credential is sent: an entry each, or one counting both.
@@ -344,14 +344,19 @@ fn io_uring_opens_are_seen_by_fentry_or_at_their_completion() {
         !r.violations_of(ViolationKind::Credential).is_empty(),
         "a credential finding"
     );
-    let in_slot = !r.files_at(slotted).is_empty();
+    let in_slot: u64 = r
+        .files_at(slotted)
+        .iter()
+        .map(|f| f["count"].as_u64().unwrap())
+        .sum();
     let seen_unreaped = !r.files_at(unreaped).is_empty();
     let gaps = r.report["probe"]["gaps"].to_string();
     match r.report["probe"]["file_open"].as_str().unwrap() {
         "fentry" => {
-            assert!(
+            assert_eq!(
                 in_slot,
-                "fentry sees the open into a slot: {:#?}",
+                2,
+                "fentry sees the opens into slots: {:#?}",
                 r.files()
             );
             assert!(
@@ -365,16 +370,20 @@ fn io_uring_opens_are_seen_by_fentry_or_at_their_completion() {
             for read in &reads {
                 assert_eq!(read["via"], "io_uring", "{read}");
             }
-            assert!(
-                !in_slot,
-                "the completion has no descriptor for a slot; if it is seen, the gap is wrong"
+            // A slot's file is read from the ring's table of io_rsrc_nodes (6.13 and later).
+            let nodes = kernel_at_least(6, 13);
+            assert_eq!(
+                in_slot,
+                if nodes { 2 } else { 0 },
+                "opens into a slot the ring chose and one asked for: {:#?}",
+                r.files_at(slotted)
             );
             assert!(
                 !seen_unreaped,
                 "a completion never posted is not seen; if it is, the gap is wrong"
             );
             assert!(
-                gaps.contains("io_uring opens into fixed-file slots")
+                gaps.contains("fixed-file slots on kernels before 6.13")
                     && gaps.contains("DEFER_TASKRUN"),
                 "the report names what is left: {gaps}"
             );
@@ -593,4 +602,15 @@ fn links_are_created_files_judged_by_where_they_are_and_what_they_point_to() {
         ))),
         "{summaries:#?}"
     );
+}
+
+/// Whether the running kernel is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
 }

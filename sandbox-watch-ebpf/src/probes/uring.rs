@@ -15,11 +15,12 @@
 //! or the SQPOLL thread, all threads of the submitting process sharing its descriptor table.
 //! Where fentry on `security_file_open` is refused, an OPENAT or OPENAT2 that succeeded is the
 //! open record a syscall's exit makes: the file is the one at the descriptor the completion
-//! returns, walked, flagged [`VIA_IO_URING`]. Not seen so: an open into a fixed-file slot (no
-//! descriptor), a failed one (its name is freed by then), one whose completion is never posted
-//! (a `DEFER_TASKRUN` ring its owner never waits on), and, when another thread closes the
-//! descriptor and opens another file at its number before the completion, the file the request
-//! opened (the entry then names the other file, itself an open the capture saw).
+//! returns (or in the fixed-file slot it filled, on kernels whose slots are io_rsrc_nodes,
+//! 6.13 and later), walked, flagged [`VIA_IO_URING`]. Not seen so: an open into a slot on an
+//! older kernel, a failed one (its name is freed by then), one whose completion is never
+//! posted (a `DEFER_TASKRUN` ring its owner never waits on), and, when another thread closes
+//! the descriptor (or another request fills the slot) and opens another file there before the
+//! completion, the file the request opened (the entry then names the other file).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use sandbox_watch_common::{EventKind, VIA_IO_URING};
 
@@ -91,10 +92,16 @@ pub fn io_uring_complete(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let res = unsafe { sw_uring_res(req) };
-    if res < 0 || unsafe { sw_uring_open_slot(req) } != 0 {
+    if res < 0 {
         return 0;
     }
-    let file = unsafe { sw_task_fd_file(current_task(), res as u32) };
+    // Into the descriptor table (`res` is the descriptor), or into a fixed-file slot.
+    let slot = unsafe { sw_uring_open_slot(req, res) };
+    let file = if slot < 0 {
+        unsafe { sw_task_fd_file(current_task(), res as u32) }
+    } else {
+        unsafe { sw_uring_slot_file(req, slot as u32) }
+    };
     if !file.is_null() {
         report_open(file, VIA_IO_URING);
     }

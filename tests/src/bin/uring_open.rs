@@ -3,8 +3,8 @@
 //!
 //! `uring-open PATH`: two opens of PATH, one as the ring runs it at once (in the submitter)
 //! and one forced to io_uring's worker thread (IOSQE_ASYNC), each read and printed.
-//! `uring-open --fixed PATH`: one open into a fixed-file slot (no descriptor), read through
-//! the slot.
+//! `uring-open --fixed PATH`: one open into fixed-file slot 0 (no descriptor), and one into a
+//! slot the ring picks, each read through its slot.
 //! `uring-open --unreaped PATH`: one open in the worker thread on a DEFER_TASKRUN ring whose
 //! completion is never waited for; the file is read through the descriptor the worker put it
 //! at (the lowest free one), found without the completion.
@@ -34,24 +34,28 @@ fn main() {
     let mut ring = IoUring::new(4).expect("io_uring_setup");
     if fixed {
         ring.submitter()
-            .register_files_sparse(1)
+            .register_files_sparse(2)
             .expect("register_files_sparse");
-        let slot = types::DestinationSlot::try_from_slot_target(0).unwrap();
-        let open = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), c_path.as_ptr())
-            .flags(libc::O_RDONLY)
-            .file_index(Some(slot))
-            .build();
-        let result = run(&mut ring, open);
-        if result < 0 {
-            fail(&path, result);
+        let first = types::DestinationSlot::try_from_slot_target(0).unwrap();
+        for slot in [first, types::DestinationSlot::auto_target()] {
+            let open = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), c_path.as_ptr())
+                .flags(libc::O_RDONLY)
+                .file_index(Some(slot))
+                .build();
+            // Slot 0 asked for: 0; a slot the ring picked: its index.
+            let result = run(&mut ring, open);
+            if result < 0 {
+                fail(&path, result);
+            }
+            let mut buf = [0u8; 64];
+            let fixed = types::Fixed(result as u32);
+            let read = opcode::Read::new(fixed, buf.as_mut_ptr(), buf.len() as u32).build();
+            let n = run(&mut ring, read);
+            if n < 0 {
+                fail(&path, n);
+            }
+            println!("{}", String::from_utf8_lossy(&buf[..n as usize]));
         }
-        let mut buf = [0u8; 64];
-        let read = opcode::Read::new(types::Fixed(0), buf.as_mut_ptr(), buf.len() as u32).build();
-        let n = run(&mut ring, read);
-        if n < 0 {
-            fail(&path, n);
-        }
-        println!("{}", String::from_utf8_lossy(&buf[..n as usize]));
         return;
     }
     for flags in [squeue::Flags::empty(), squeue::Flags::ASYNC] {
