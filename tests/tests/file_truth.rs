@@ -117,6 +117,43 @@ fn a_key_read_through_a_bind_mount_is_a_credential_read() {
     assert!(!violations(&r, "credential").is_empty());
 }
 
+/// Case 03: the same by an agent that is not root (`--user nobody`, owning the home and its
+/// key): `unshare -Urm` gives it a user and mount namespace of its own, where it may bind-mount.
+#[test]
+fn a_key_read_through_an_unprivileged_bind_mount_is_a_credential_read() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = home();
+    let at = h.work.join("x");
+    std::fs::create_dir_all(&at).unwrap();
+    let top = h.home.parent().unwrap();
+    let owned = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(top)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&h.key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "mount --bind {ssh} {at} && cat {at}/id_rsa > /dev/null",
+        ssh = text(&h.home.join(".ssh")),
+        at = text(&at)
+    );
+    let r = run_home(
+        &h.home,
+        &["--user", "nobody"],
+        &["unshare", "-Urm", "sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let cat = r.exec_of(&["cat", &format!("{}/id_rsa", text(&at))]);
+    assert_eq!(cat["uid"], 65534, "not root: {cat:#}");
+    let read = one(&r, &at.join("id_rsa"), "read");
+    assert_eq!(read["credential"], true, "{read:#}");
+    assert_eq!(read["same_inode_as"], text(&h.key), "{read:#}");
+    assert_eq!(read["pid"], cat["pid"], "{read:#}");
+    assert!(!violations(&r, "credential").is_empty());
+}
+
 /// Case 04: `open_tree(OPEN_TREE_CLONE)` of `~/.ssh`, a read through the detached tree (whose
 /// walk ends at its own root: `/id_rsa`) and one after `move_mount`.
 #[test]
