@@ -570,6 +570,12 @@ impl Capture {
                 };
                 exec.argv = argv;
                 self.redactions += n as u64;
+                let pid = exec.header.tgid;
+                let processes = &self.session.processes;
+                if processes.live_index(pid).is_none() && processes.index_of(pid).is_some() {
+                    // A process whose fork was not seen (one that entered a container).
+                    self.settle_reads_of(at, pid);
+                }
                 self.end_output(at, Some(exec.header.tgid));
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
             }
@@ -586,6 +592,9 @@ impl Capture {
             Event::Fork {
                 header, child_tgid, ..
             } => {
+                if self.session.processes.index_of(child_tgid).is_some() {
+                    self.settle_reads_of(at, child_tgid);
+                }
                 self.emit(at, Record::Fork(from_kernel::fork(&header, child_tgid)));
             }
             Event::Exit { header, exit_code } => {
@@ -806,6 +815,27 @@ impl Capture {
         Ok(())
     }
 
+    /// A new process has the pid of processes that ended (pid reuse): their read counts are
+    /// final, and are logged now, as `file_count` records, which name their entry by pid and
+    /// path (and inode): at the end the same record would be taken for the new process's entry
+    /// of the same file. The end skips them.
+    fn settle_reads_of(&mut self, at: u64, pid: u32) {
+        let probe = &mut self.probe;
+        self.reads.pid_reused(pid, |key| probe.take_read_count(key));
+        let counts: Vec<FileCount> = self
+            .session
+            .files
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.pid == pid)
+            .filter_map(|(i, f)| file_count(f, f.count + self.reads.settle(i)))
+            .collect();
+        for c in counts {
+            self.emit(at, Record::FileCount(c));
+        }
+    }
+
     /// Handles every record waiting in the ring buffer (and says how much that was).
     fn drain(&mut self, ring: &mut RingBuf<MapData>) {
         let mut bytes = 0;
@@ -834,17 +864,8 @@ impl Capture {
             .entries
             .iter()
             .enumerate()
-            .filter_map(|(i, f)| {
-                let count = f.count + self.reads.extra(i);
-                (count > 1).then(|| FileCount {
-                    pid: f.pid,
-                    op: f.op,
-                    path: f.path.clone(),
-                    dev: f.dev.clone(),
-                    ino: f.ino,
-                    count,
-                })
-            })
+            .filter(|(i, _)| !self.reads.settled(*i))
+            .filter_map(|(i, f)| file_count(f, f.count + self.reads.extra(i)))
             .collect();
         for c in counts {
             self.emit(end_ns, Record::FileCount(c));
@@ -1117,4 +1138,17 @@ fn running_in_proc(pid: u32) -> bool {
     procfs::process::Process::new(pid)
         .and_then(|p| p.stat())
         .is_ok_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+}
+
+/// The `file_count` record of an entry opened `count` times in all, when that is more than
+/// its record said (one).
+fn file_count(f: &crate::state::files::FileEntry, count: u64) -> Option<FileCount> {
+    (count > 1).then(|| FileCount {
+        pid: f.pid,
+        op: f.op,
+        path: f.path.clone(),
+        dev: f.dev.clone(),
+        ino: f.ino,
+        count,
+    })
 }

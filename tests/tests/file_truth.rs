@@ -304,6 +304,96 @@ fn reads_of_files_that_reuse_an_inode_number_are_each_seen() {
     assert_eq!(read.len(), 20, "{read:#?}");
 }
 
+/// The pid `reuse_pid_reads` printed.
+fn reused_pid(r: &Run) -> u64 {
+    let out = String::from_utf8_lossy(&r.output.stdout);
+    out.trim()
+        .strip_prefix("pid ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {out:?}; {}", r.stderr()))
+}
+
+/// The read entries of files in `dir` by the agent's step `step` (its direct children are
+/// steps "1", "2", …: two processes with one pid are told apart by them).
+fn reads_in<'a>(r: &'a Run, dir: &Path, step: &str) -> Vec<&'a Value> {
+    let prefix = format!("{}/", text(dir));
+    r.files()
+        .iter()
+        .filter(|f| f["op"] == "read" && f["tool_call"] == step)
+        .filter(|f| f["path"].as_str().unwrap().starts_with(&prefix))
+        .collect()
+}
+
+/// Issue 15's test: 10,000 distinct files read once each by one process are all counted, and
+/// a second process that gets the same pid (clone3 with `set_tid`) and reads them again has
+/// its own entries. Past 10,000 plain reads a session folds further ones into one entry per
+/// process and directory (`path` the directory, `folded`: how many files), so what each
+/// process read is its entries of the directory's files plus its folded entry's `folded`.
+#[test]
+fn ten_thousand_files_read_once_each_are_all_counted_after_pid_reuse() {
+    const N: u64 = 10_000;
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    for i in 0..N {
+        std::fs::write(dir.path().join(format!("f{i:05}")), "x").unwrap();
+    }
+    let bin = env!("CARGO_BIN_EXE_reuse_pid_reads");
+    let r = run(&[], &[bin, text(dir.path()), "1", "1"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.report["coverage"]["lost"], 0,
+        "{:#}",
+        r.report["coverage"]
+    );
+    let pid = reused_pid(&r);
+    for step in ["1", "2"] {
+        let reads = reads_in(&r, dir.path(), step);
+        let (mut files, mut opens) = (0, 0);
+        for f in &reads {
+            assert_eq!(f["pid"], pid, "{f:#}");
+            let folded = f["folded"].as_u64();
+            assert!(
+                folded.is_some() || f["count"] == 1,
+                "a file read once: {f:#}"
+            );
+            files += folded.unwrap_or(1);
+            opens += f["count"].as_u64().unwrap();
+        }
+        assert_eq!(
+            (files, opens),
+            (N, N),
+            "step {step}: {} entries",
+            reads.len()
+        );
+    }
+}
+
+/// A process reads a file twice (the second open counted in the kernel, its total logged at
+/// the end), exits, and a process with its pid reads the file once: each keeps its own count.
+#[test]
+fn read_counts_stay_with_their_process_after_pid_reuse() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let file = dir.path().join("twice");
+    std::fs::write(&file, "x").unwrap();
+    let bin = env!("CARGO_BIN_EXE_reuse_pid_reads");
+    let r = run(&[], &[bin, text(dir.path()), "2", "1"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let pid = reused_pid(&r);
+    for (step, count) in [("1", 2), ("2", 1)] {
+        let reads = reads_in(&r, dir.path(), step);
+        assert_eq!(reads.len(), 1, "step {step}: {reads:#?}");
+        assert_eq!(
+            (&reads[0]["pid"], &reads[0]["path"], &reads[0]["count"]),
+            (
+                &Value::from(pid),
+                &Value::from(text(&file)),
+                &Value::from(count)
+            ),
+            "step {step}: {:#}",
+            reads[0]
+        );
+    }
+}
+
 /// Issue 15 item 7: a hooks directory built in /tmp and moved into a repository's `.git`,
 /// and a directory renamed to `~/.config/autostart`, plant every file they hold at once; a
 /// symbolic link named `.git/hooks` to such a directory does the same.
