@@ -3,7 +3,10 @@
 //! the caller's own descriptors are the paths the kernel resolved, O_PATH opens are not reads,
 //! and repeated reads are counted per process, inode and name. Each case is one of
 //! `tests/attacks`, and each test fails on the code before it (see the notes of branch
-//! `files`).
+//! `files`), but for those added later that document cases already seen by f210e45: the
+//! unprivileged bind mount, the credential created during the capture, and the 10,000 reads
+//! after pid reuse (its companion, a read count kept by its process after pid reuse, failed
+//! there).
 use std::path::{Path, PathBuf};
 
 use integration_tests::*;
@@ -196,6 +199,45 @@ fn a_key_opened_by_handle_is_a_credential_read() {
     let read = one(&r, &h.key, "read");
     assert_eq!(read["credential"], true, "{read:#}");
     assert!(!violations(&r, "credential").is_empty());
+}
+
+/// Issue 15's test: a credential file that does not exist when the capture starts (so it is
+/// not known by its inode) is flagged by its path when it is created and when it is read.
+#[test]
+fn a_credential_created_during_the_capture_is_flagged_by_its_path() {
+    let h = home();
+    let aws = h.home.join(".aws");
+    let creds = aws.join("credentials");
+    let r = sh_in(
+        &h,
+        &format!(
+            "mkdir {aws} && printf '[default]\\n' > {creds} && cat {creds} > /dev/null",
+            aws = text(&aws),
+            creds = text(&creds)
+        ),
+    );
+    let made = one(&r, &creds, "create");
+    assert_eq!(made["credential"], true, "{made:#}");
+    let read = one(&r, &creds, "read");
+    assert_eq!(
+        (&read["credential"], &read["verified"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "{read:#}"
+    );
+    assert!(
+        read.get("same_inode_as").is_none(),
+        "not known at start: {read:#}"
+    );
+    let cat = r.exec_of(&["cat", text(&creds)]);
+    assert_eq!(read["pid"], cat["pid"]);
+    let found = violations(&r, "credential");
+    assert!(
+        found.iter().any(|v| v["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("read credential {}", text(&creds)))),
+        "{found:#?}"
+    );
 }
 
 /// Case 07: `open(key, O_PATH)`, then a read of the key and one through `/proc/self/fd/N`.
