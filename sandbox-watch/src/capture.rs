@@ -571,12 +571,11 @@ impl Capture {
                 exec.argv = argv;
                 self.redactions += n as u64;
                 let pid = exec.header.tgid;
-                let processes = &self.session.processes;
-                if processes.live_index(pid).is_none() && processes.index_of(pid).is_some() {
+                if self.session.processes.live_index(pid).is_none() {
                     // A process whose fork was not seen (one that entered a container).
                     self.settle_reads_of(at, pid);
                 }
-                self.end_output(at, Some(exec.header.tgid));
+                self.end_output(at, Some(pid));
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
             }
             Event::ExecFailed(mut failed) => {
@@ -592,9 +591,7 @@ impl Capture {
             Event::Fork {
                 header, child_tgid, ..
             } => {
-                if self.session.processes.index_of(child_tgid).is_some() {
-                    self.settle_reads_of(at, child_tgid);
-                }
+                self.settle_reads_of(at, child_tgid);
                 self.emit(at, Record::Fork(from_kernel::fork(&header, child_tgid)));
             }
             Event::Exit { header, exit_code } => {
@@ -815,21 +812,25 @@ impl Capture {
         Ok(())
     }
 
-    /// A new process has the pid of processes that ended (pid reuse): their read counts are
-    /// final, and are logged now, as `file_count` records, which name their entry by pid and
-    /// path (and inode): at the end the same record would be taken for the new process's entry
-    /// of the same file. The end skips them.
+    /// A new process has `pid`: the processes that had it before ended, and their read counts
+    /// are final. They are logged now, as `file_count` records, which name their entry by pid
+    /// and path (and inode): at the end the same record would be taken for the new process's
+    /// entry of the same file. The end skips them. (One hash lookup for a pid never seen.)
     fn settle_reads_of(&mut self, at: u64, pid: u32) {
+        let files = &self.session.files;
+        let before: Vec<usize> = files
+            .of_pid(pid)
+            .filter(|&i| !self.reads.settled(i))
+            .collect();
+        if before.is_empty() {
+            return;
+        }
         let probe = &mut self.probe;
         self.reads.pid_reused(pid, |key| probe.take_read_count(key));
-        let counts: Vec<FileCount> = self
-            .session
-            .files
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.pid == pid)
-            .filter_map(|(i, f)| file_count(f, f.count + self.reads.settle(i)))
+        let entries = &self.session.files.entries;
+        let counts: Vec<FileCount> = before
+            .into_iter()
+            .filter_map(|i| file_count(&entries[i], entries[i].count + self.reads.settle(i)))
             .collect();
         for c in counts {
             self.emit(at, Record::FileCount(c));
