@@ -274,14 +274,12 @@ fn reads_that_update_the_atime_are_not_writes() {
     }
     let atime = |p: &Path| std::fs::metadata(p).unwrap().accessed().unwrap();
     let before: Vec<_> = files.iter().map(|p| atime(p)).collect();
-    let script = format!(
-        "import mmap, sys\n\
+    let script = "import mmap, sys\n\
          for read, mapped in zip(sys.argv[1::2], sys.argv[2::2]):\n    \
              open(read, 'rb').read()\n    \
              with open(mapped, 'rb') as f:\n        \
-                 m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); assert m[0] == 7; m.close()\n"
-    );
-    let mut cmd = vec!["python3", "-c", &script];
+                 m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); assert m[0] == 7; m.close()\n";
+    let mut cmd = vec!["python3", "-c", script];
     cmd.extend(files.iter().map(|p| text(p)));
     let r = run_home(&home, &[], &cmd);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
