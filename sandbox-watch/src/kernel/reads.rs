@@ -1,7 +1,7 @@
 //! Repeated plain reads are counted in the kernel (map `READS`) and not sent: this collects
 //! those counts for the file entries they belong to, when the reading process exits or the
 //! capture ends. The totals reach the log, and so every session, as `file_count` records.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sandbox_watch_common::ReadKey;
 
@@ -18,6 +18,8 @@ pub struct ReadCounts {
     inodes: HashMap<(u32, u64), Vec<Tracked>>,
     /// Opens the kernel counted but did not send, by file entry.
     extra: HashMap<usize, u64>,
+    /// Entries whose count is final and already logged (see [`ReadCounts::settle`]).
+    settled: HashSet<usize>,
 }
 
 /// A read's key without the process (the map's key has it) and its file entry.
@@ -72,6 +74,31 @@ impl ReadCounts {
         if few {
             self.harvest(tgid, start_ns, take);
         }
+    }
+
+    /// A new process got `tgid`: take what the kernel counted for the processes that had it
+    /// before (all ended).
+    pub fn pid_reused(&mut self, tgid: u32, mut take: impl FnMut(&ReadKey) -> u64) {
+        let before: Vec<(u32, u64)> = self
+            .inodes
+            .keys()
+            .filter(|k| k.0 == tgid)
+            .copied()
+            .collect();
+        for (tgid, start) in before {
+            self.harvest(tgid, start, &mut take);
+        }
+    }
+
+    /// The entry's count is final and logged now: the further opens counted for it, taken out,
+    /// so that the end neither adds them again nor logs the entry's count a second time.
+    pub fn settle(&mut self, entry: usize) -> u64 {
+        self.settled.insert(entry);
+        self.extra.remove(&entry).unwrap_or(0)
+    }
+
+    pub fn settled(&self, entry: usize) -> bool {
+        self.settled.contains(&entry)
     }
 
     /// The end of the capture: take what is left.
@@ -150,6 +177,28 @@ mod tests {
             1
         });
         assert_eq!(n, EXIT_HARVEST + 1);
+    }
+
+    #[test]
+    fn a_reused_pid_settles_the_counts_of_the_processes_that_had_it() {
+        let mut r = ReadCounts::default();
+        // Pid 5 read many files (collected at the end, not at its exit), pid 6 one.
+        for ino in 0..=EXIT_HARVEST as u64 {
+            r.track(key(5, ino), ino as usize);
+        }
+        r.track(key(6, 1), 1000);
+        r.pid_reused(5, |k| u64::from(k.ino == 3) * 2);
+        assert_eq!(r.extra(3), 2);
+        assert!(!r.settled(3));
+        assert_eq!(r.settle(3), 2);
+        assert!(r.settled(3) && r.extra(3) == 0, "taken out once");
+        // The end collects only the others.
+        let mut asked = Vec::new();
+        r.collect_all(|k| {
+            asked.push(k.tgid);
+            0
+        });
+        assert_eq!(asked, vec![6]);
     }
 
     #[test]

@@ -90,6 +90,7 @@ pub struct ProbeInfo {
 /// reads its silence as "did not happen".
 pub const NOT_WATCHED: &[&str] = &[
     "removexattr; the results of io_uring's RENAMEAT, UNLINKAT, LINKAT, SYMLINKAT, MKDIRAT, SETXATTR and FSETXATTR requests (recorded when submitted, `via: io_uring`), and the file of an FSETXATTR on a fixed (registered) file",
+    "that a delete removed another name of a credential or persistence file (a hard link to a key, removed by unlink or io_uring's UNLINKAT): a delete is judged by its path, as the name's inode is not known to the probe",
     "the data read or written (never recorded), and reads through a descriptor or mapping the capture did not see opened: a file counts as read when it is opened for it, and written when it is opened for write or when a traced process dirties its data through any descriptor or shared mapping (once per process and file); such a write is not seen when it goes into pages still dirty from an earlier one and leaves the mtime unchanged (same timestamp tick), or into dirty pages by copy_file_range, splice, sendfile or io_uring",
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",

@@ -183,6 +183,8 @@ pub struct Files {
     detailed_reads: usize,
     /// Failed operations kept: (pid, path, op, error) → entry.
     failed: HashMap<(u32, String, Op, String), usize>,
+    /// Entries by pid, of every process that had it.
+    by_pid: HashMap<u32, Vec<u32>>,
     /// `file_hash` records: path → (sha256, why not).
     hashes: HashMap<String, (Option<String>, Option<String>)>,
 }
@@ -226,8 +228,7 @@ impl Files {
             return Added::Folded(self.fold(process, e));
         }
         self.detailed_reads += usize::from(plain_read);
-        self.entries.push(e.clone());
-        let i = self.entries.len() - 1;
+        let i = self.push(e.clone());
         if let Some(k) = key {
             self.reads.insert(k, i as u32);
         }
@@ -251,8 +252,7 @@ impl Files {
         folded.path = key.1.clone();
         folded.ino = None;
         folded.folded = Some(1);
-        self.entries.push(folded);
-        let i = self.entries.len() - 1;
+        let i = self.push(folded);
         self.folds.insert(key, i as u32);
         i
     }
@@ -269,10 +269,27 @@ impl Files {
             self.entries[i].count += entry.count;
             return i;
         }
-        self.entries.push(entry.clone());
-        let i = self.entries.len() - 1;
+        let i = self.push(entry.clone());
         self.failed.insert(key, i);
         i
+    }
+
+    /// A new entry: its index.
+    fn push(&mut self, e: FileEntry) -> usize {
+        let i = self.entries.len();
+        // Entries are bounded by the fold (a few tens of thousands), far below u32::MAX.
+        self.by_pid.entry(e.pid).or_default().push(i as u32);
+        self.entries.push(e);
+        i
+    }
+
+    /// The entries of every process that had this pid, oldest first.
+    pub fn of_pid(&self, pid: u32) -> impl Iterator<Item = usize> + '_ {
+        self.by_pid
+            .get(&pid)
+            .into_iter()
+            .flatten()
+            .map(|&i| i as usize)
     }
 
     /// A `file_count`: the entry's count with what the kernel counted (the newest entry of that
@@ -464,6 +481,25 @@ mod tests {
         assert_eq!(open_flags(0o1 | 0o100 | 0o1000), "O_WRONLY|O_CREAT|O_TRUNC");
         assert_eq!(open_flags(0o2 | 0o2000000), "O_RDWR|O_CLOEXEC");
         assert_eq!(open_flags(0o20200000 | 0o2), "O_RDWR|O_TMPFILE");
+    }
+
+    #[test]
+    fn entries_are_found_by_pid_whichever_way_they_were_made() {
+        let entry = |pid: u32, path: &str, result: Option<&str>| -> FileEntry {
+            serde_json::from_value(serde_json::json!({"pid": pid, "op": "read", "path": path,
+                "dev": "8:1", "ino": 5, "credential": false, "persistence": false,
+                "result": result}))
+            .unwrap()
+        };
+        let mut files = Files::default();
+        files.file(1, &entry(7, "/a", None));
+        files.file(2, &entry(8, "/a", None));
+        files.failed(&entry(7, "/b", Some("EACCES")));
+        // The same pid, another process (pid reuse).
+        files.file(3, &entry(7, "/a", None));
+        assert_eq!(files.of_pid(7).collect::<Vec<_>>(), vec![0, 2, 3]);
+        assert_eq!(files.of_pid(8).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(files.of_pid(9).count(), 0);
     }
 
     #[test]

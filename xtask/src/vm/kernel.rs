@@ -16,7 +16,9 @@ pub(super) fn kernel(dir: &Path) -> anyhow::Result<Kernel> {
     let package = kernel_package()?;
     let kdir = dir.join("kernel").join(&package);
     let ready = kdir.join("ready");
-    if !ready.exists() {
+    // Taken out again when the list of modules changed since.
+    let wanted = kdir.join("modules-wanted");
+    if !ready.exists() || fs::read_to_string(&wanted).ok() != Some(MODULES.join("\n")) {
         let deb = match find_deb(dir, &package)? {
             Some(deb) => deb,
             None => {
@@ -41,6 +43,7 @@ pub(super) fn kernel(dir: &Path) -> anyhow::Result<Kernel> {
             }
         };
         extract_kernel(&deb, &kdir)?;
+        fs::write(&wanted, MODULES.join("\n"))?;
     }
     let text = fs::read_to_string(&ready)?;
     let mut lines = text.lines();
