@@ -265,7 +265,7 @@ const FENTRY_OPEN: &str = "security_file_open";
 const FEXIT_OPENAT2: &str = "do_sys_openat2_exit";
 
 /// The io_uring gap of the syscall open hook, worded for people.
-pub const IO_URING_GAP: &str = "io_uring opens that failed, ones never completed, and ones into fixed-file slots on kernels before 6.13 (the fentry hook on security_file_open was refused by this kernel: io_uring opens are read from what their completion returns, the descriptor or the slot, and an open whose completion is never posted, on a DEFER_TASKRUN ring its owner never waits on, is not seen)";
+pub const IO_URING_GAP: &str = "some io_uring opens (failed ones, ones never completed, and ones into fixed-file slots on kernels before 6.13: the fentry hook on security_file_open was refused by this kernel, so io_uring opens are read from what their completion returns, the descriptor or the slot, and an open whose completion is never posted, on a DEFER_TASKRUN ring its owner never waits on, is not seen)";
 
 /// An attached program's link: detached when dropped.
 type Link = Box<dyn Send>;

@@ -2000,8 +2000,8 @@ pub(crate) mod tests {
         let coverage = line("- **Coverage**");
         assert!(
             coverage.ends_with(
-                "not seen: file opens made through io_uring; kernel module loads by \
-                 init_module calls (why: the report's probe.gaps)"
+                "not seen: some io_uring opens; kernel module loads by init_module calls \
+                 (why: the report's probe.gaps)"
             ),
             "{coverage}"
         );
