@@ -8,6 +8,7 @@ use crate::judge::netpolicy::Policy;
 use crate::record::{NetOp, Op, SequenceCount, Verdict, ViolationKind};
 use crate::state::files::{FileEntry, RacedPaths};
 use crate::state::git::Git;
+use crate::state::mounts::MountEntry;
 use crate::state::network::NetEntry;
 use crate::state::packages::Package;
 use crate::state::tool_calls::{ToolCallEntry, ToolCallRef};
@@ -28,6 +29,9 @@ pub struct Report {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    /// Mount and namespace changes: one entry per call (see `state::mounts`).
+    #[serde(default)]
+    pub mounts: Vec<MountEntry>,
     /// Packages installed or removed (see `state::packages` for what each is derived from).
     #[serde(default)]
     pub packages: Vec<Package>,
@@ -390,6 +394,7 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    pub mounts: Vec<MountEntry>,
     /// Connects raced by their callers (`net_tamper` records).
     pub tampers: Vec<crate::record::NetTamper>,
     pub tool_calls: Vec<ToolCallEntry>,
@@ -466,6 +471,7 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         processes: p.processes,
         files: p.files,
         network: p.network,
+        mounts: p.mounts,
         packages: p.packages,
         git: p.git,
         violations,
@@ -1164,6 +1170,9 @@ impl Report {
                 no_html(&cut(&escalations.join("; "), 400))
             ));
         }
+        if let Some(line) = self.mounts_line() {
+            s.push_str(&line);
+        }
         if !failed.is_empty() || !expected.is_empty() {
             let mut by: BTreeMap<&str, u64> = BTreeMap::new();
             for f in &expected {
@@ -1366,6 +1375,47 @@ impl Report {
             }
             _ => text,
         }
+    }
+
+    /// `- **Mounts and namespaces**: pid 9 `mount --bind /home/u/.ssh /tmp/x`; pid 8
+    /// `unshare(mnt,user)``, when the traced tree mounted something, took a tree, changed its
+    /// root or a namespace: in the order they came, a repeat counted, cut to about three rows
+    /// (the report's `mounts` has every call, the new mount API's fsopen, fsconfig, fsmount
+    /// and fspick too).
+    fn mounts_line(&self) -> Option<String> {
+        let mut items: Vec<(String, usize)> = Vec::new();
+        for m in self.mounts.iter().filter(|m| m.op.summarized()) {
+            let one = format!("pid {} `{}`", m.pid, clean(&m.line()));
+            match items.iter_mut().find(|(i, _)| *i == one) {
+                Some((_, n)) => *n += 1,
+                None => items.push((one, 1)),
+            }
+        }
+        if items.is_empty() {
+            return None;
+        }
+        let mut shown = String::new();
+        let mut n = 0;
+        for (item, count) in &items {
+            let one = if *count > 1 {
+                format!("{item} ×{count}")
+            } else {
+                item.clone()
+            };
+            if n > 0 && shown.chars().count() + 2 + one.chars().count() > 300 {
+                break;
+            }
+            if n > 0 {
+                shown.push_str("; ");
+            }
+            shown.push_str(&one);
+            n += 1;
+        }
+        let more = match items.len() - n {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
+        Some(format!("- **Mounts and namespaces**: {shown}{more}\n"))
     }
 
     /// `- **Packages**: pip six 1.17.0, pip 24.0 (venv /w/.venv); apt tree 2.1.1`, when any:
@@ -1733,6 +1783,7 @@ pub(crate) mod tests {
                 processes: vec![],
                 files,
                 network: vec![],
+                mounts: vec![],
                 tampers: vec![],
                 tool_calls: vec![],
                 packages: vec![],
