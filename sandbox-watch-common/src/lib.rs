@@ -974,9 +974,11 @@ pub mod mount {
 /// path), both `PATH_FROM_DIR_AND_NAME` (the directory from the kernel, the name as given) but
 /// a source `SOURCE_FROM_TREE`; then `name_len` bytes of a NUL-ended name (mount's and
 /// fsopen's filesystem type, fsconfig's key, or a tree's filesystem type from the kernel),
-/// `root_len` bytes of the task's root after the call (walked, as an open's path; chroot,
-/// pivot_root, setns), and `devname_len` bytes of a tree's source as the kernel keeps it
-/// (NUL-ended). Never mount's data (options can hold passwords) nor fsconfig's values.
+/// `root_len` bytes of the task's root after the call (chroot, pivot_root, setns: the root
+/// dentry's path up to its filesystem's root, as `PATH_FROM_INODE`, on `root_dev`: walked in
+/// the mount namespace, a pivoted root is only `/`), and `devname_len` bytes of a tree's
+/// source as the kernel keeps it (NUL-ended). Never mount's data (options can hold
+/// passwords) nor fsconfig's values.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MountEvent {

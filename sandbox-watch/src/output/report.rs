@@ -99,6 +99,7 @@ pub const NOT_WATCHED: &[&str] = &[
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
     "a rename's, delete's or link's name rewritten by another thread during the call and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
+    "mounts and namespace changes made outside the traced tree (a helper, a container runtime, systemd, an automounter), and namespaces a child is made in by clone or clone3 with CLONE_NEW* flags (no `mounts` entry: the child's exec has its namespaces); of the traced tree's own mount, umount2, move_mount, open_tree, fs*, mount_setattr, pivot_root, chroot, unshare and setns calls, the paths given (but a tree's, taken from its descriptor), mount's and fsopen's filesystem type and fsconfig's key are read from the caller's memory when the call returns (`from_caller_memory`); mount's data (its options) and fsconfig's values are never read",
 ];
 
 impl ProbeInfo {
