@@ -919,19 +919,18 @@ pub mod mount {
     pub const UNSHARE: u32 = 12;
     pub const SETNS: u32 = 13;
 
-    /// [`super::MountEvent::flags`]: the source is a mount's tree as the kernel holds it (the
-    /// descriptor open_tree or fsmount returned, or move_mount's from-descriptor): the path of
-    /// its root within its filesystem (`PATH_FROM_INODE`, on `tree_dev`), with the mount's
-    /// source (`mnt_devname`) and its filesystem's type from the kernel. Without it the
-    /// source is the caller's name (`PATH_FROM_DIR_AND_NAME`).
+    /// [`super::MountEvent::flags`]: the record's dentry is a mount's tree as the kernel holds
+    /// it (the descriptor open_tree or fsmount returned, or move_mount's from-descriptor): the
+    /// source, with the mount's source name (`mnt_devname`) and its filesystem's type from
+    /// the kernel. Without it the source is the caller's name (`source_len`).
     pub const SOURCE_FROM_TREE: u32 = 1 << 8;
     /// Some name of the record (source, target, fstype or key) was read from the caller's
     /// memory at the call's exit: another thread could have changed it after the kernel
     /// read it.
     pub const CALLER_NAMES: u32 = 1 << 9;
-    /// The root's walk was cut.
-    pub const ROOT_TRUNCATED: u32 = 1 << 10;
-    /// `root_len` bytes of the task's root after the call are in the tail.
+    /// The dentry's walk was cut.
+    pub const DENTRY_TRUNCATED: u32 = 1 << 10;
+    /// The record's dentry is the task's root after the call (chroot, pivot_root, setns).
     pub const HAS_ROOT: u32 = 1 << 11;
     /// Bytes kept of a filesystem type, an fsconfig key, a mount's source name.
     pub const NAME_MAX: usize = 256;
@@ -968,17 +967,17 @@ pub mod mount {
     }
 }
 
-/// A mount or namespace call of a traced task, at its exit (see [`mount`]). Tail: `source_len`
-/// bytes of source (mount, move_mount, open_tree, pivot_root's new root), `target_len` of
-/// target (mount, umount2, move_mount, fspick, mount_setattr, pivot_root's put_old, chroot's
-/// path), both `PATH_FROM_DIR_AND_NAME` (the directory from the kernel, the name as given) but
-/// a source `SOURCE_FROM_TREE`; then `name_len` bytes of a NUL-ended name (mount's and
-/// fsopen's filesystem type, fsconfig's key, or a tree's filesystem type from the kernel),
-/// `root_len` bytes of the task's root after the call (chroot, pivot_root, setns: the root
-/// dentry's path up to its filesystem's root, as `PATH_FROM_INODE`, on `root_dev`: walked in
-/// the mount namespace, a pivoted root is only `/`), and `devname_len` bytes of a tree's
-/// source as the kernel keeps it (NUL-ended). Never mount's data (options can hold
-/// passwords) nor fsconfig's values.
+/// A mount or namespace call of a traced task, at its exit (see [`mount`]). Tail, in this
+/// order: `dentry_len` bytes of a dentry's path up to its filesystem's root (as
+/// `PATH_FROM_INODE`, on `dentry_dev`): a tree's root (`SOURCE_FROM_TREE`) or the task's
+/// root after the call (`HAS_ROOT`; walked in the mount namespace a pivoted root is only
+/// `/`); `devname_len` bytes of a tree's source as the kernel keeps it (NUL-ended);
+/// `name_len` bytes of a NUL-ended name (a tree's filesystem type from the kernel, mount's
+/// and fsopen's type as given, fsconfig's key); `source_len` bytes of the source the caller
+/// named (mount, move_mount, open_tree, pivot_root's new root; not when the tree is known)
+/// and `target_len` of the target (mount, umount2, move_mount, fspick, mount_setattr,
+/// pivot_root's put_old, chroot's path), both `PATH_FROM_DIR_AND_NAME`. Never mount's data
+/// (options can hold passwords) nor fsconfig's values.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MountEvent {
@@ -995,18 +994,17 @@ pub struct MountEvent {
     pub call_flags: u64,
     /// [`mount`] flags, [`PATH_TRUNCATED`] (source), [`NEW_PATH_TRUNCATED`] (target).
     pub flags: u32,
-    /// `SOURCE_FROM_TREE`: the tree's superblock dev.
-    pub tree_dev: u32,
+    /// The dentry's superblock dev and inode (`SOURCE_FROM_TREE`, `HAS_ROOT`).
+    pub dentry_dev: u32,
+    pub dentry_ino: u64,
     /// The task's namespaces after the call (inode numbers, `mount::NS_*`; 0 unknown).
     pub ns: [u32; mount::NS_COUNT],
-    /// `HAS_ROOT`: the root's superblock dev and inode.
-    pub root_dev: u32,
-    pub source_len: u32,
-    pub root_ino: u64,
-    pub target_len: u32,
-    pub name_len: u32,
-    pub root_len: u32,
+    pub dentry_len: u32,
     pub devname_len: u32,
+    pub name_len: u32,
+    pub source_len: u32,
+    pub target_len: u32,
+    pub _pad: u32,
 }
 
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.

@@ -159,6 +159,66 @@ fn empty_name(name: u64) -> bool {
     first[0] == 0
 }
 
+/// The tree a call's source is, when the kernel holds it as a descriptor: the file of the
+/// descriptor open_tree or fsmount returned, or of move_mount's from-descriptor with an empty
+/// from-path.
+#[inline(always)]
+fn tree_of(extra: u32, a: &[u64; 5], result: i64) -> Ptr {
+    let task = current_task();
+    if extra & TREE_RESULT != 0 && result >= 0 {
+        return unsafe { sw_task_fd_file(task, result as u32) };
+    }
+    if extra & TREE_FROM != 0 && (a[0] as i32) >= 0 && empty_name(a[1]) {
+        return unsafe { sw_task_fd_file(task, a[0] as u32) };
+    }
+    core::ptr::null()
+}
+
+/// A length the record holds, read back from it (map memory: the verifier does not know it,
+/// only the mask), so what follows is checked once whatever set it.
+#[inline(always)]
+fn held(len: &u32, mask: u32) -> usize {
+    (unsafe { core::ptr::read_volatile(len) } & mask) as usize
+}
+
+/// The parts of the tail, in their order.
+const DEVNAME: u32 = 1;
+const NAME: u32 = 2;
+const SOURCE: u32 = 3;
+const TARGET: u32 = 4;
+const END: u32 = 5;
+
+/// Where a part of the tail starts: after the parts before it, by the lengths the record holds
+/// (the dentry's is first).
+#[inline(always)]
+fn before(event: *const MountEvent, part: u32) -> usize {
+    let e = unsafe { &*event };
+    let mut at = held(&e.dentry_len, WALK_MASK);
+    if part > DEVNAME {
+        at += held(&e.devname_len, NAME_MASK);
+    }
+    if part > NAME {
+        at += held(&e.name_len, NAME_MASK);
+    }
+    if part > SOURCE {
+        at += held(&e.source_len, PATH_MASK);
+    }
+    if part > TARGET {
+        at += held(&e.target_len, PATH_MASK);
+    }
+    at
+}
+
+/// Bounds a NUL-ended name's length in the tail.
+const NAME_MASK: u32 = 2 * mount::NAME_MAX as u32 - 1;
+/// Bounds a walked dentry's length in the tail.
+const WALK_MASK: u32 = 2 * PATH_MAX as u32 - 1;
+
+/// Builds the record in this CPU's scratch area and sends it. Every field is written straight
+/// into the record there, and each part of the tail starts where the record's lengths say:
+/// the verifier does not follow map memory, so the flags and lengths one part sets do not make
+/// the parts after it checked once for each combination (built in a struct on the stack they
+/// did, and 6.1's verifier gave up at a million instructions).
 #[inline(always)]
 fn send_mount(syscall: i32, code: u32, a: &[u64; 5], result: i64) {
     let Some(base) = scratch() else { return };
@@ -167,109 +227,100 @@ fn send_mount(syscall: i32, code: u32, a: &[u64; 5], result: i64) {
     let task = current_task();
     let (source_at, target_at) = ((code >> 8) & 0xf, (code >> 12) & 0xf);
     let (name_arg, flags_arg, extra) = ((code >> 16) & 0xf, (code >> 20) & 0xf, code >> 24);
-    let mut e = MountEvent {
-        header: header(EventKind::Mount, current_tgid(), unsafe {
-            sw_task_start_ns(task)
-        }),
-        op: code & 0xff,
-        syscall,
-        result,
-        call_flags: arg_at(flags_arg, a).unwrap_or(0),
-        ..Default::default()
-    };
-    if extra & NS_FD != 0 && e.call_flags == 0 {
-        e.call_flags = unsafe { sw_fd_ns_type(task, a[0] as u32) } as u64;
-    }
-    // The tree the source is, when the kernel holds it as a descriptor.
-    let mut tree: Ptr = core::ptr::null();
-    if extra & TREE_RESULT != 0 && result >= 0 {
-        tree = unsafe { sw_task_fd_file(task, result as u32) };
-    }
-    if extra & TREE_FROM != 0 && (a[0] as i32) >= 0 && empty_name(a[1]) {
-        tree = unsafe { sw_task_fd_file(task, a[0] as u32) };
-    }
-    // The source: the tree's path in its filesystem, or the caller's name.
-    let mut source = 0;
-    if !tree.is_null() {
-        let dentry = unsafe { sw_file_dentry(tree) };
-        source = unsafe { sw_dentry_fs_path(dentry, tail) };
-        e.tree_dev = unsafe { sw_inode_dev(sw_dentry_inode(dentry)) };
-        e.flags |= mount::SOURCE_FROM_TREE;
-    } else if source_at != NONE {
-        let (dirfd, name) = name_at(source_at, a);
-        source = dir_and_name(dirfd, name, tail);
-        e.flags |= mount::CALLER_NAMES;
-    }
-    e.source_len = source & !WALK_TRUNCATED & PATH_MASK;
-    if source & WALK_TRUNCATED != 0 {
-        e.flags |= PATH_TRUNCATED;
-    }
-    let at = unsafe { tail.add(e.source_len as usize) };
-    if target_at != NONE {
-        let (dirfd, name) = name_at(target_at, a);
-        let target = dir_and_name(dirfd, name, at);
-        e.target_len = target & !WALK_TRUNCATED & PATH_MASK;
-        if target & WALK_TRUNCATED != 0 {
-            e.flags |= NEW_PATH_TRUNCATED;
+    unsafe {
+        *event = MountEvent {
+            header: header(EventKind::Mount, current_tgid(), sw_task_start_ns(task)),
+            op: code & 0xff,
+            syscall,
+            result,
+            call_flags: arg_at(flags_arg, a).unwrap_or(0),
+            ..Default::default()
+        };
+        if extra & NS_FD != 0 && (*event).call_flags == 0 {
+            (*event).call_flags = sw_fd_ns_type(task, a[0] as u32) as u64;
         }
-        e.flags |= mount::CALLER_NAMES;
+        sw_task_namespaces(task, (*event).ns.as_mut_ptr());
     }
-    // The name: a tree's filesystem type from the kernel, else the caller's string.
-    let at = unsafe { at.add(e.target_len as usize) };
-    let n = if !tree.is_null() {
-        read_str(
-            true,
-            at,
-            mount::NAME_MAX as u32,
-            unsafe { sw_file_fstype(tree) } as u64,
-        )
-    } else if let Some(name) = arg_at(name_arg, a) {
-        e.flags |= mount::CALLER_NAMES;
-        read_str(false, at, mount::NAME_MAX as u32, name)
-    } else {
-        0
+    // The dentry, first in the tail: the tree the source is, or the task's root after the call.
+    let dentry = {
+        let tree = tree_of(extra, a, result);
+        if !tree.is_null() {
+            unsafe { (*event).flags |= mount::SOURCE_FROM_TREE };
+            unsafe { sw_file_dentry(tree) }
+        } else if extra & ROOT != 0 {
+            unsafe { (*event).flags |= mount::HAS_ROOT };
+            unsafe { sw_task_root_dentry(task) }
+        } else {
+            core::ptr::null()
+        }
     };
-    e.name_len = if n > 0 {
-        n as u32 & (2 * mount::NAME_MAX as u32 - 1)
-    } else {
-        0
-    };
-    let at = unsafe { at.add(e.name_len as usize) };
-    if extra & ROOT != 0 {
-        let dentry = unsafe { sw_task_root_dentry(task) };
-        if !dentry.is_null() {
-            let walked = unsafe { sw_dentry_fs_path(dentry, at) };
-            let inode = unsafe { sw_dentry_inode(dentry) };
-            e.root_dev = unsafe { sw_inode_dev(inode) };
-            e.root_ino = unsafe { sw_inode_ino(inode) };
-            e.root_len = walked & !WALK_TRUNCATED & (2 * PATH_MAX as u32 - 1);
-            e.flags |= mount::HAS_ROOT;
+    if !dentry.is_null() {
+        let walked = unsafe { sw_dentry_fs_path(dentry, tail) };
+        let inode = unsafe { sw_dentry_inode(dentry) };
+        unsafe {
+            (*event).dentry_dev = sw_inode_dev(inode);
+            (*event).dentry_ino = sw_inode_ino(inode);
+            (*event).dentry_len = walked & !WALK_TRUNCATED & WALK_MASK;
             if walked & WALK_TRUNCATED != 0 {
-                e.flags |= mount::ROOT_TRUNCATED;
+                (*event).flags |= mount::DENTRY_TRUNCATED;
             }
         }
     }
-    let at = unsafe { at.add(e.root_len as usize) };
+    // A tree's source name and filesystem type, from the kernel.
+    let tree = tree_of(extra, a, result);
     if !tree.is_null() {
+        let at = unsafe { tail.add(before(event, DEVNAME)) };
         let n = read_str(
             true,
             at,
             mount::NAME_MAX as u32,
             unsafe { sw_file_devname(tree) } as u64,
         );
-        e.devname_len = if n > 0 {
-            n as u32 & (2 * mount::NAME_MAX as u32 - 1)
-        } else {
-            0
-        };
+        unsafe { (*event).devname_len = if n > 0 { n as u32 & NAME_MASK } else { 0 } };
+        let at = unsafe { tail.add(before(event, NAME)) };
+        let n = read_str(
+            true,
+            at,
+            mount::NAME_MAX as u32,
+            unsafe { sw_file_fstype(tree) } as u64,
+        );
+        unsafe { (*event).name_len = if n > 0 { n as u32 & NAME_MASK } else { 0 } };
     }
-    unsafe { sw_task_namespaces(task, e.ns.as_mut_ptr()) };
-    let size = core::mem::size_of::<MountEvent>()
-        + e.source_len as usize
-        + e.target_len as usize
-        + e.name_len as usize
-        + e.root_len as usize
-        + e.devname_len as usize;
-    unsafe { *event = e };
+    // Without a tree, the caller's names: a type or a key, the source, the target (the paths'
+    // directories from the kernel).
+    let from_tree = unsafe { core::ptr::read_volatile(&(*event).flags) } & mount::SOURCE_FROM_TREE;
+    if from_tree == 0
+        && let Some(name) = arg_at(name_arg, a)
+    {
+        let at = unsafe { tail.add(before(event, NAME)) };
+        let n = read_str(false, at, mount::NAME_MAX as u32, name);
+        unsafe {
+            (*event).name_len = if n > 0 { n as u32 & NAME_MASK } else { 0 };
+            (*event).flags |= mount::CALLER_NAMES;
+        }
+    }
+    if from_tree == 0 && source_at != NONE {
+        let (dirfd, name) = name_at(source_at, a);
+        let walked = dir_and_name(dirfd, name, unsafe { tail.add(before(event, SOURCE)) });
+        unsafe {
+            (*event).source_len = walked & !WALK_TRUNCATED & PATH_MASK;
+            (*event).flags |= mount::CALLER_NAMES;
+            if walked & WALK_TRUNCATED != 0 {
+                (*event).flags |= PATH_TRUNCATED;
+            }
+        }
+    }
+    if target_at != NONE {
+        let (dirfd, name) = name_at(target_at, a);
+        let walked = dir_and_name(dirfd, name, unsafe { tail.add(before(event, TARGET)) });
+        unsafe {
+            (*event).target_len = walked & !WALK_TRUNCATED & PATH_MASK;
+            (*event).flags |= mount::CALLER_NAMES;
+            if walked & WALK_TRUNCATED != 0 {
+                (*event).flags |= NEW_PATH_TRUNCATED;
+            }
+        }
+    }
+    let size = core::mem::size_of::<MountEvent>() + before(event, END);
     submit(EventKind::Mount, base, size);
 }

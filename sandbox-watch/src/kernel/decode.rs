@@ -673,18 +673,20 @@ fn mount(header: Header, m: common::MountEvent, tail: &[u8]) -> Result<Mount, De
         n => return Err(DecodeError::UnknownMountOp(n)),
     };
     let kind = EventKind::Mount;
-    let source = take(kind, tail, m.source_len as usize)?;
-    let rest = &tail[source.len()..];
-    let target = take(kind, rest, m.target_len as usize)?;
-    let rest = &rest[target.len()..];
+    let dentry = take(kind, tail, m.dentry_len as usize)?;
+    let rest = &tail[dentry.len()..];
+    let devname = take(kind, rest, m.devname_len as usize)?;
+    let rest = &rest[devname.len()..];
     let name = take(kind, rest, m.name_len as usize)?;
     let rest = &rest[name.len()..];
-    let root = take(kind, rest, m.root_len as usize)?;
-    let rest = &rest[root.len()..];
-    let devname = take(kind, rest, m.devname_len as usize)?;
+    let source = take(kind, rest, m.source_len as usize)?;
+    let rest = &rest[source.len()..];
+    let target = take(kind, rest, m.target_len as usize)?;
     let from_tree = m.flags & mount::SOURCE_FROM_TREE != 0;
-    let has_root = m.flags & mount::HAS_ROOT != 0;
+    let has_root = !from_tree && m.flags & mount::HAS_ROOT != 0;
     let text = |b: &[u8]| Some(escape(until_nul(b))).filter(|t| !t.is_empty());
+    let named = |b: &[u8]| (!b.is_empty()).then(|| path_of(common::PATH_FROM_DIR_AND_NAME, b));
+    let dentry_truncated = m.flags & mount::DENTRY_TRUNCATED != 0;
     Ok(Mount {
         header,
         op,
@@ -692,20 +694,20 @@ fn mount(header: Header, m: common::MountEvent, tail: &[u8]) -> Result<Mount, De
         result: m.result,
         call_flags: m.call_flags,
         source: if from_tree {
-            Some(fs_path(m.tree_dev, source))
+            Some(fs_path(m.dentry_dev, dentry))
         } else {
-            (!source.is_empty()).then(|| path_of(common::PATH_FROM_DIR_AND_NAME, source))
+            named(source)
         },
-        source_given: (!from_tree && !source.is_empty()).then(|| escape(split_name(source).1)),
-        source_truncated: m.flags & common::PATH_TRUNCATED != 0,
+        source_given: (!source.is_empty()).then(|| escape(split_name(source).1)),
+        source_truncated: m.flags & common::PATH_TRUNCATED != 0 || (from_tree && dentry_truncated),
         source_from_tree: from_tree,
-        target: (!target.is_empty()).then(|| path_of(common::PATH_FROM_DIR_AND_NAME, target)),
+        target: named(target),
         target_truncated: m.flags & common::NEW_PATH_TRUNCATED != 0,
         name: text(name),
         devname: if from_tree { text(devname) } else { None },
-        root: has_root.then(|| fs_path(m.root_dev, root)),
-        root_truncated: m.flags & mount::ROOT_TRUNCATED != 0,
-        root_inode: has_root.then_some((m.root_dev, m.root_ino)),
+        root: has_root.then(|| fs_path(m.dentry_dev, dentry)),
+        root_truncated: has_root && dentry_truncated,
+        root_inode: has_root.then_some((m.dentry_dev, m.dentry_ino)),
         ns: m.ns,
         caller_names: m.flags & mount::CALLER_NAMES != 0,
     })
@@ -1417,8 +1419,9 @@ mod tests {
             EventKind::Mount => patch::<common::MountEvent>(&mut bytes, |m| {
                 if fit {
                     let third = len / 3;
-                    (m.source_len, m.target_len, m.name_len) = (split % (third + 1), third, 0);
-                    (m.root_len, m.devname_len) = (len - split % (third + 1) - third, 0);
+                    let first = split % (third + 1);
+                    (m.dentry_len, m.devname_len, m.name_len) = (first, 0, third);
+                    (m.source_len, m.target_len) = (0, len - first - third);
                     m.op = 1 + (r >> 40) as u32 % 13;
                 }
             }),

@@ -1378,8 +1378,8 @@ impl Report {
         }
     }
 
-    /// `- **Mounts and namespaces**: pid 9 `mount --bind /home/u/.ssh /tmp/x`; pid 8
-    /// `unshare(mnt,user)``, when the traced tree mounted something, took a tree, changed its
+    /// The **Mounts and namespaces** line (pid 9 `mount --bind /home/u/.ssh /tmp/x`; pid 8
+    /// `unshare(mnt,user)`), when the traced tree mounted something, took a tree, changed its
     /// root or a namespace: in the order they came, a repeat counted, cut to about three rows
     /// (the report's `mounts` has every call, the new mount API's fsopen, fsconfig, fsmount
     /// and fspick too).
@@ -1797,6 +1797,45 @@ pub(crate) mod tests {
             },
             &Policy::new(vec![]),
         )
+    }
+
+    #[test]
+    fn the_mounts_line_keeps_their_order_counts_repeats_and_is_cut() {
+        let mut r = report(vec![]);
+        assert!(!r.summary().contains("Mounts"), "no line without mounts");
+        let m = |pid: u32, v: serde_json::Value| {
+            let mut base = json!({"pid": pid, "op": "mount"});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            serde_json::from_value::<MountEntry>(base).unwrap()
+        };
+        r.mounts = vec![
+            m(8, json!({"op": "unshare", "namespaces": ["mnt", "user"]})),
+            m(
+                9,
+                json!({"source": "/h/.ssh", "target": "/tmp/x", "flags": ["bind"]}),
+            ),
+            m(9, json!({"op": "fsopen", "fstype": "tmpfs"})),
+            m(8, json!({"op": "unshare", "namespaces": ["mnt", "user"]})),
+        ];
+        let line = |r: &Report| {
+            r.summary()
+                .lines()
+                .find(|l| l.starts_with("- **Mounts"))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            line(&r),
+            "- **Mounts and namespaces**: pid 8 `unshare(mnt,user)` ×2; pid 9 `mount --bind /h/.ssh /tmp/x`"
+        );
+        for i in 0..40 {
+            r.mounts
+                .push(m(10, json!({"op": "chroot", "target": format!("/r{i}")})));
+        }
+        let cut = line(&r);
+        assert!(cut.ends_with("`chroot /r10` and 29 more"), "{cut}");
     }
 
     #[test]
