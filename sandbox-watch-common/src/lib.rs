@@ -105,11 +105,16 @@ pub enum EventKind {
     /// [`FileEvent`] with dev, ino, generation and the path of the inode's first dentry from
     /// its filesystem's root (`PATH_FROM_INODE`), from `tp_btf/writeback_mark_inode_dirty`.
     InodeDirty = 32,
+    // 35–36: mount and namespace changes (issue 15 item 3).
+    /// A traced task's mount or namespace call returned (mount, umount2, move_mount,
+    /// open_tree, fsopen, fsconfig, fsmount, fspick, mount_setattr, pivot_root, chroot,
+    /// unshare, setns): a [`MountEvent`], from the syscall's exit.
+    Mount = 35,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 23] = [
+    pub const ALL: [EventKind; 24] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -131,6 +136,7 @@ impl EventKind {
         Self::NetFlow,
         Self::Attr,
         Self::InodeDirty,
+        Self::Mount,
         Self::ExecFailed,
         Self::Output,
     ];
@@ -160,6 +166,7 @@ impl EventKind {
             22 => Self::NetFlow,
             30 => Self::Attr,
             32 => Self::InodeDirty,
+            35 => Self::Mount,
             _ => return None,
         })
     }
@@ -189,6 +196,7 @@ impl EventKind {
             Self::NetFlow => "net_flow",
             Self::Attr => "attr",
             Self::InodeDirty => "inode_dirty",
+            Self::Mount => "mount",
         }
     }
 
@@ -218,6 +226,7 @@ impl EventKind {
             Self::NetFlow => core::mem::size_of::<FlowEvent>(),
             Self::Attr => core::mem::size_of::<AttrEvent>(),
             Self::InodeDirty => core::mem::size_of::<FileEvent>(),
+            Self::Mount => core::mem::size_of::<MountEvent>(),
         }
     }
 }
@@ -281,7 +290,8 @@ const _: () = {
             | EventKind::NetConnEnd
             | EventKind::NetFlow
             | EventKind::Attr
-            | EventKind::InodeDirty => 23,
+            | EventKind::InodeDirty
+            | EventKind::Mount => 24,
         }
     }
     assert!(
@@ -891,6 +901,113 @@ pub struct AttrEvent {
     pub value2: u64,
 }
 
+/// What a [`MountEvent`] is of: the call (`op`), where its names came from (`flags`), and
+/// which namespace is where in [`MountEvent::ns`].
+pub mod mount {
+    pub const MOUNT: u32 = 1;
+    /// umount2 (its tracepoint is `sys_exit_umount`).
+    pub const UMOUNT: u32 = 2;
+    pub const MOVE_MOUNT: u32 = 3;
+    /// open_tree and open_tree_attr.
+    pub const OPEN_TREE: u32 = 4;
+    pub const FSOPEN: u32 = 5;
+    pub const FSCONFIG: u32 = 6;
+    pub const FSMOUNT: u32 = 7;
+    pub const FSPICK: u32 = 8;
+    pub const MOUNT_SETATTR: u32 = 9;
+    pub const PIVOT_ROOT: u32 = 10;
+    pub const CHROOT: u32 = 11;
+    pub const UNSHARE: u32 = 12;
+    pub const SETNS: u32 = 13;
+
+    /// [`super::MountEvent::flags`]: the record's dentry is a mount's tree as the kernel holds
+    /// it (the descriptor open_tree or fsmount returned, or move_mount's from-descriptor): the
+    /// source, with the mount's source name (`mnt_devname`) and its filesystem's type from
+    /// the kernel. Without it the source is the caller's name (`source_len`).
+    pub const SOURCE_FROM_TREE: u32 = 1 << 8;
+    /// Some name of the record (source, target, fstype or key) was read from the caller's
+    /// memory at the call's exit: another thread could have changed it after the kernel
+    /// read it.
+    pub const CALLER_NAMES: u32 = 1 << 9;
+    /// The dentry's walk was cut.
+    pub const DENTRY_TRUNCATED: u32 = 1 << 10;
+    /// The record's dentry is the task's root after the call (chroot, pivot_root, setns).
+    pub const HAS_ROOT: u32 = 1 << 11;
+    /// Bytes kept of a filesystem type, an fsconfig key, a mount's source name.
+    pub const NAME_MAX: usize = 256;
+
+    /// Where each namespace is in [`super::MountEvent::ns`]: the task's, after the call (pid
+    /// and time: the ones its children get).
+    pub const NS_MNT: usize = 0;
+    pub const NS_NET: usize = 1;
+    pub const NS_PID: usize = 2;
+    pub const NS_USER: usize = 3;
+    pub const NS_UTS: usize = 4;
+    pub const NS_IPC: usize = 5;
+    pub const NS_CGROUP: usize = 6;
+    pub const NS_TIME: usize = 7;
+    pub const NS_COUNT: usize = 8;
+
+    /// x86-64 system call numbers of the calls (the record's `__syscall_nr`: one program
+    /// serves every tracepoint).
+    pub mod nr {
+        pub const PIVOT_ROOT: i32 = 155;
+        pub const CHROOT: i32 = 161;
+        pub const MOUNT: i32 = 165;
+        pub const UMOUNT2: i32 = 166;
+        pub const UNSHARE: i32 = 272;
+        pub const SETNS: i32 = 308;
+        pub const OPEN_TREE: i32 = 428;
+        pub const MOVE_MOUNT: i32 = 429;
+        pub const FSOPEN: i32 = 430;
+        pub const FSCONFIG: i32 = 431;
+        pub const FSMOUNT: i32 = 432;
+        pub const FSPICK: i32 = 433;
+        pub const MOUNT_SETATTR: i32 = 442;
+        pub const OPEN_TREE_ATTR: i32 = 467;
+    }
+}
+
+/// A mount or namespace call of a traced task, at its exit (see [`mount`]). Tail, in this
+/// order: `dentry_len` bytes of a dentry's path up to its filesystem's root (as
+/// `PATH_FROM_INODE`, on `dentry_dev`): a tree's root (`SOURCE_FROM_TREE`) or the task's
+/// root after the call (`HAS_ROOT`; walked in the mount namespace a pivoted root is only
+/// `/`); `devname_len` bytes of a tree's source as the kernel keeps it (NUL-ended);
+/// `name_len` bytes of a NUL-ended name (a tree's filesystem type from the kernel, mount's
+/// and fsopen's type as given, fsconfig's key); `source_len` bytes of the source the caller
+/// named (mount, move_mount, open_tree, pivot_root's new root; not when the tree is known)
+/// and `target_len` of the target (mount, umount2, move_mount, fspick, mount_setattr,
+/// pivot_root's put_old, chroot's path), both `PATH_FROM_DIR_AND_NAME`. Never mount's data
+/// (options can hold passwords) nor fsconfig's values.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MountEvent {
+    pub header: EventHeader,
+    /// A [`mount`] op.
+    pub op: u32,
+    /// The system call number.
+    pub syscall: i32,
+    /// What the call returned: 0, a descriptor (open_tree, fsopen, fsmount, fspick), or -errno.
+    pub result: i64,
+    /// The call's flags: mount's mountflags, umount2's, move_mount's, open_tree's, fsopen's,
+    /// fsmount's, fspick's, mount_setattr's; unshare's CLONE_* flags; setns's nstype (when
+    /// the caller gave 0, the type of the namespace its descriptor names); fsconfig's command.
+    pub call_flags: u64,
+    /// [`mount`] flags, [`PATH_TRUNCATED`] (source), [`NEW_PATH_TRUNCATED`] (target).
+    pub flags: u32,
+    /// The dentry's superblock dev and inode (`SOURCE_FROM_TREE`, `HAS_ROOT`).
+    pub dentry_dev: u32,
+    pub dentry_ino: u64,
+    /// The task's namespaces after the call (inode numbers, `mount::NS_*`; 0 unknown).
+    pub ns: [u32; mount::NS_COUNT],
+    pub dentry_len: u32,
+    pub devname_len: u32,
+    pub name_len: u32,
+    pub source_len: u32,
+    pub target_len: u32,
+    pub _pad: u32,
+}
+
 /// Scratch space a probe assembles a record in before it copies the used part to the ring.
 pub const SCRATCH_SIZE: usize = 64 * 1024;
 
@@ -953,4 +1070,5 @@ mod user {
     unsafe impl aya::Pod for FlowValue {}
     unsafe impl aya::Pod for FlowEvent {}
     unsafe impl aya::Pod for AttrEvent {}
+    unsafe impl aya::Pod for MountEvent {}
 }

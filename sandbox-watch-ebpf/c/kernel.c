@@ -774,3 +774,102 @@ SW_INLINE void sw_uring_xattr(void *req, u32 op, u64 *out)
 	struct xattr_name *kname = BPF_CORE_READ(x, ctx.kname);
 	out[2] = kname ? (u64)kname->name : 0;
 }
+
+// ---- mounts and namespaces (probes/mounts.rs) ----
+
+// The current syscall's fifth argument (move_mount's flags), as sw_syscall_args reads the
+// first four.
+SW_INLINE u64 sw_syscall_arg4(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return PT_REGS_PARM5_CORE_SYSCALL(regs);
+}
+
+// The task's namespaces (their inode numbers), in the order of sandbox-watch-common's
+// `mount::NS_*`: mnt, net, pid (for its children), user, uts, ipc, cgroup, time (for its
+// children). 0 for one the kernel has not (no nsproxy: an exiting task).
+SW_INLINE void sw_task_namespaces(void *task, u32 *out)
+{
+	struct task_struct *t = task;
+	struct nsproxy *ns = BPF_CORE_READ(t, nsproxy);
+	if (!ns)
+		return;
+	out[0] = BPF_CORE_READ(ns, mnt_ns, ns.inum);
+	out[1] = BPF_CORE_READ(ns, net_ns, ns.inum);
+	out[2] = BPF_CORE_READ(ns, pid_ns_for_children, ns.inum);
+	out[3] = BPF_CORE_READ(t, cred, user_ns, ns.inum);
+	out[4] = BPF_CORE_READ(ns, uts_ns, ns.inum);
+	out[5] = BPF_CORE_READ(ns, ipc_ns, ns.inum);
+	out[6] = BPF_CORE_READ(ns, cgroup_ns, ns.inum);
+	if (bpf_core_field_exists(ns->time_ns_for_children))
+		out[7] = BPF_CORE_READ(ns, time_ns_for_children, ns.inum);
+}
+
+// The dentry of the task's root directory (fs->root): after chroot, where the kernel put it;
+// after pivot_root, the new root.
+SW_INLINE void *sw_task_root_dentry(void *task)
+{
+	return BPF_CORE_READ((struct task_struct *)task, fs, root.dentry);
+}
+
+SW_INLINE void *sw_file_dentry(void *file)
+{
+	return BPF_CORE_READ((struct file *)file, f_path.dentry);
+}
+
+SW_INLINE void *sw_dentry_inode(void *dentry)
+{
+	return BPF_CORE_READ((struct dentry *)dentry, d_inode);
+}
+
+// The path of a dentry up to its filesystem's root, as sw_inode_path writes it (no mount: the
+// userspace finds where that filesystem is mounted). A root or a tree is named so because its
+// walk in the mount namespace says little: a pivoted root, or a detached tree, is "/" there.
+SW_INLINE u32 sw_dentry_fs_path(void *dentry, u8 *buf)
+{
+	return sw_walk(dentry, NULL, buf);
+}
+
+// The source name the kernel keeps for the mount a file is on (`mount->mnt_devname`: the
+// device, or the name given to mount or fsconfig's "source"; a bind mount's is its original's).
+SW_INLINE const char *sw_file_devname(void *file)
+{
+	struct vfsmount *vfsmnt = BPF_CORE_READ((struct file *)file, f_path.mnt);
+	struct mount *mnt = (void *)vfsmnt - bpf_core_field_offset(struct mount, mnt);
+	return BPF_CORE_READ(mnt, mnt_devname);
+}
+
+// The name of the filesystem type a file is on (`s_type->name`: "ext4", "tmpfs", …).
+SW_INLINE const char *sw_file_fstype(void *file)
+{
+	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_type, name);
+}
+
+#define SW_NSFS_MAGIC 0x6e736673
+
+// The shapes of kernels before 6.18, where a namespace's type was in its operations (local
+// names: the build host's vmlinux.h may not have the field).
+struct proc_ns_operations___old {
+	int type;
+} __attribute__((preserve_access_index));
+
+struct ns_common___old {
+	const struct proc_ns_operations___old *ops;
+} __attribute__((preserve_access_index));
+
+// The CLONE_NEW* type of the namespace a descriptor of the task names (an nsfs file, as
+// /proc/PID/ns/* opens), 0 when it is not one (a pidfd, or no such descriptor).
+SW_INLINE u32 sw_fd_ns_type(void *task, u32 fd)
+{
+	void *file = sw_task_fd_file(task, fd);
+	if (!file || sw_file_magic(file) != SW_NSFS_MAGIC)
+		return 0;
+	struct ns_common *ns = BPF_CORE_READ((struct file *)file, f_inode, i_private);
+	if (!ns)
+		return 0;
+	// 6.18 keeps the type in the ns_common itself; before, its operations held it.
+	if (bpf_core_field_exists(ns->ns_type))
+		return BPF_CORE_READ(ns, ns_type);
+	struct ns_common___old *old = (void *)ns;
+	return BPF_CORE_READ(old, ops, type);
+}

@@ -70,6 +70,15 @@ unsafe extern "C" {
     pub fn sw_uring_names(req: Ptr, op: u32, out: *mut u64);
     pub fn sw_uring_xattr(req: Ptr, op: u32, out: *mut u64);
     pub fn sw_count_packet(counts: *mut u64, len: u64);
+    pub fn sw_syscall_arg4() -> u64;
+    pub fn sw_task_namespaces(task: Ptr, out: *mut u32);
+    pub fn sw_task_root_dentry(task: Ptr) -> Ptr;
+    pub fn sw_file_dentry(file: Ptr) -> Ptr;
+    pub fn sw_dentry_inode(dentry: Ptr) -> Ptr;
+    pub fn sw_dentry_fs_path(dentry: Ptr, buf: *mut u8) -> u32;
+    pub fn sw_file_devname(file: Ptr) -> *const u8;
+    pub fn sw_file_fstype(file: Ptr) -> *const u8;
+    pub fn sw_fd_ns_type(task: Ptr, fd: u32) -> u32;
 }
 
 /// `struct sw_skb_flow` of kernel.c: what a packet's flow needs (filled by `sw_skb_flow`).

@@ -676,6 +676,9 @@ impl Capture {
                 let r = from_kernel::attr(&self.classifier, &a);
                 self.emit(at, r);
             }
+            Event::Mount(m) => {
+                self.emit(at, from_kernel::mount(&m));
+            }
             Event::Output(chunk) => {
                 let probe = &self.probe;
                 self.outputs.chunk(&chunk, self.capture_output, || {

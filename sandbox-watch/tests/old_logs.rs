@@ -32,7 +32,7 @@ fn json(name: &str) -> Value {
 /// compared in `old_logs_get_tool_calls`.
 fn comparable(mut r: Value) -> Value {
     // Sections added since those binaries: nothing in them when empty.
-    for k in ["packages", "git"] {
+    for k in ["packages", "git", "mounts"] {
         if r[k] == serde_json::json!([]) || r[k] == serde_json::json!({"commits": [], "pushes": []})
         {
             r.as_object_mut().unwrap().remove(k);

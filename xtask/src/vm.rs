@@ -151,6 +151,19 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "plain_attribute_changes_are_entries_without_a_violation",
         ],
     ),
+    (
+        "mounts",
+        &[
+            "a_bind_mount_as_root_is_a_mount_record_and_the_key_read_through_it_a_credential",
+            "an_unprivileged_bind_mount_in_a_user_namespace_is_a_mount_record",
+            "open_tree_and_move_mount_name_the_tree_from_the_kernel",
+            "pivot_root_names_the_new_root_and_the_key_read_under_it_is_a_credential",
+            "chroot_names_the_new_root_and_the_key_read_in_it_is_a_credential",
+            "setns_names_the_namespace_entered_and_a_key_read_there_is_a_credential",
+            // 6.1 has no open_tree_attr (6.15): the gap is named there.
+            "a_mount_call_this_kernel_lacks_is_a_named_gap",
+        ],
+    ),
     ("evidence", &["a_real_log_verifies_and_tampering_is_named"]),
     (
         "tamper",

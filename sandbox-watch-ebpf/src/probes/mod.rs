@@ -3,6 +3,7 @@ mod attr;
 mod conn;
 mod files;
 mod flow;
+mod mounts;
 mod net;
 mod output;
 mod process;

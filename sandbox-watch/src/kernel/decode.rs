@@ -218,6 +218,61 @@ pub struct Attr {
     pub via_io_uring: bool,
 }
 
+/// What a mount or namespace call was (`sandbox_watch_common::mount`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountOp {
+    Mount,
+    Umount,
+    MoveMount,
+    OpenTree,
+    Fsopen,
+    Fsconfig,
+    Fsmount,
+    Fspick,
+    MountSetattr,
+    PivotRoot,
+    Chroot,
+    Unshare,
+    Setns,
+}
+
+/// A mount or namespace call of a traced process, at its exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub header: Header,
+    pub op: MountOp,
+    /// The system call's number.
+    pub syscall: i32,
+    /// 0, a descriptor, or -errno.
+    pub result: i64,
+    /// The call's flags (see `MountEvent::call_flags`).
+    pub call_flags: u64,
+    /// The source: a tree's path as the kernel holds it (`source_from_tree`, named where its
+    /// filesystem is mounted here), or the caller's name with its directory from the kernel.
+    pub source: Option<String>,
+    /// The source's name as the caller gave it (not a tree's): mount's source need not be a
+    /// path (`tmpfs`, `none`, a device).
+    pub source_given: Option<String>,
+    pub source_truncated: bool,
+    pub source_from_tree: bool,
+    pub target: Option<String>,
+    pub target_truncated: bool,
+    /// A filesystem type (mount's and fsopen's as given, a tree's from the kernel) or
+    /// fsconfig's key.
+    pub name: Option<String>,
+    /// A tree's source as the kernel keeps it (`mnt_devname`).
+    pub devname: Option<String>,
+    /// The task's root after the call (chroot, pivot_root, setns), named where its filesystem
+    /// is mounted here, with its (dev, inode).
+    pub root: Option<String>,
+    pub root_truncated: bool,
+    pub root_inode: Option<(u32, u64)>,
+    /// The task's namespaces after the call (`sandbox_watch_common::mount::NS_*`).
+    pub ns: [u32; common::mount::NS_COUNT],
+    /// A name of the record was read from the caller's memory at the call's exit.
+    pub caller_names: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event<'a> {
     Fork {
@@ -246,6 +301,7 @@ pub enum Event<'a> {
     Conn(Conn),
     Flow(Flow),
     Attr(Attr),
+    Mount(Mount),
 }
 
 /// What a [`Conn`] says (see `sandbox_watch_common::conn`).
@@ -321,6 +377,7 @@ impl Event<'_> {
             Event::Conn(c) => &c.header,
             Event::Flow(f) => &f.header,
             Event::Attr(a) => &a.header,
+            Event::Mount(m) => &m.header,
         }
     }
 }
@@ -339,6 +396,8 @@ pub enum DecodeError {
     UnknownConnOp(u32),
     #[error("unknown attribute operation {0}")]
     UnknownAttrOp(u32),
+    #[error("unknown mount operation {0}")]
+    UnknownMountOp(u32),
     #[error("{kind} record of {len} bytes is shorter than its fixed part ({need})")]
     Truncated {
         kind: &'static str,
@@ -569,6 +628,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 via_io_uring: a.flags & common::VIA_IO_URING != 0,
             })
         }
+        EventKind::Mount => Event::Mount(mount(hdr, read(bytes).expect("length checked"), tail)?),
         EventKind::Bpf
         | EventKind::BpfFd
         | EventKind::TraceAccess
@@ -600,6 +660,77 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             })
         }
     })
+}
+
+fn mount(header: Header, m: common::MountEvent, tail: &[u8]) -> Result<Mount, DecodeError> {
+    use common::mount;
+    let op = match m.op {
+        mount::MOUNT => MountOp::Mount,
+        mount::UMOUNT => MountOp::Umount,
+        mount::MOVE_MOUNT => MountOp::MoveMount,
+        mount::OPEN_TREE => MountOp::OpenTree,
+        mount::FSOPEN => MountOp::Fsopen,
+        mount::FSCONFIG => MountOp::Fsconfig,
+        mount::FSMOUNT => MountOp::Fsmount,
+        mount::FSPICK => MountOp::Fspick,
+        mount::MOUNT_SETATTR => MountOp::MountSetattr,
+        mount::PIVOT_ROOT => MountOp::PivotRoot,
+        mount::CHROOT => MountOp::Chroot,
+        mount::UNSHARE => MountOp::Unshare,
+        mount::SETNS => MountOp::Setns,
+        n => return Err(DecodeError::UnknownMountOp(n)),
+    };
+    let kind = EventKind::Mount;
+    let dentry = take(kind, tail, m.dentry_len as usize)?;
+    let rest = &tail[dentry.len()..];
+    let devname = take(kind, rest, m.devname_len as usize)?;
+    let rest = &rest[devname.len()..];
+    let name = take(kind, rest, m.name_len as usize)?;
+    let rest = &rest[name.len()..];
+    let source = take(kind, rest, m.source_len as usize)?;
+    let rest = &rest[source.len()..];
+    let target = take(kind, rest, m.target_len as usize)?;
+    let from_tree = m.flags & mount::SOURCE_FROM_TREE != 0;
+    let has_root = !from_tree && m.flags & mount::HAS_ROOT != 0;
+    let text = |b: &[u8]| Some(escape(until_nul(b))).filter(|t| !t.is_empty());
+    let named = |b: &[u8]| (!b.is_empty()).then(|| path_of(common::PATH_FROM_DIR_AND_NAME, b));
+    let dentry_truncated = m.flags & mount::DENTRY_TRUNCATED != 0;
+    Ok(Mount {
+        header,
+        op,
+        syscall: m.syscall,
+        result: m.result,
+        call_flags: m.call_flags,
+        source: if from_tree {
+            Some(fs_path(m.dentry_dev, dentry))
+        } else {
+            named(source)
+        },
+        source_given: (!source.is_empty()).then(|| escape(split_name(source).1)),
+        source_truncated: m.flags & common::PATH_TRUNCATED != 0 || (from_tree && dentry_truncated),
+        source_from_tree: from_tree,
+        target: named(target),
+        target_truncated: m.flags & common::NEW_PATH_TRUNCATED != 0,
+        name: text(name),
+        devname: if from_tree { text(devname) } else { None },
+        root: has_root.then(|| fs_path(m.dentry_dev, dentry)),
+        root_truncated: has_root && dentry_truncated,
+        root_inode: has_root.then_some((m.dentry_dev, m.dentry_ino)),
+        ns: m.ns,
+        caller_names: m.flags & mount::CALLER_NAMES != 0,
+    })
+}
+
+/// A directory walked up to its filesystem's root (a root, a tree), named where that
+/// filesystem is mounted here, or, where it is not (a filesystem mounted only in the agent's
+/// namespace, or not at all), its path in the filesystem with the filesystem's dev.
+fn fs_path(dev: u32, walk: &[u8]) -> String {
+    let (major, minor) = (dev >> 20, dev & 0xfffff);
+    let inside = path_from_walk(walk);
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|mounts| mount_of(&mounts, major, minor, &inside))
+        .unwrap_or_else(|| format!("{inside} (dev {major}:{minor})"))
 }
 
 /// A socket's address as `struct sock` holds it: v4 in the first 4 bytes, or v6 (a v4-mapped
@@ -1294,6 +1425,15 @@ mod tests {
                 })
             }
             EventKind::NetFlow => {}
+            EventKind::Mount => patch::<common::MountEvent>(&mut bytes, |m| {
+                if fit {
+                    let third = len / 3;
+                    let first = split % (third + 1);
+                    (m.dentry_len, m.devname_len, m.name_len) = (first, 0, third);
+                    (m.source_len, m.target_len) = (0, len - first - third);
+                    m.op = 1 + (r >> 40) as u32 % 13;
+                }
+            }),
             EventKind::Attr => patch::<common::AttrEvent>(&mut bytes, |a| {
                 if fit {
                     (a.path_len, a.name_len) = (split, len - split);

@@ -85,7 +85,18 @@ enum Hook {
     /// A BTF-typed tracepoint (`tp_btf`).
     Btf(&'static str),
     /// One program attached to several syscall tracepoints (it reads which from the record).
-    Syscalls(&'static [&'static str]),
+    Syscalls(&'static [&'static str], Absent),
+}
+
+/// What a [`Hook::Syscalls`] tracepoint this kernel does not have means for the report.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Absent {
+    /// Nothing: the call is missing too, and its family is whole without it (the attribute
+    /// calls: fchmodat2, setxattrat).
+    Quiet,
+    /// A gap, named as a single syscall tracepoint's is (`probe.gaps`): the call is missing
+    /// too, but a reader of the report should not have to know which calls this kernel has.
+    Named,
 }
 
 struct Program {
@@ -212,8 +223,15 @@ const PROGRAMS: &[Program] = &[
     // Attribute changes (probes/attr.rs): one program verified once, attached to each.
     Program {
         name: "sys_exit_attr",
-        hook: Hook::Syscalls(ATTR_CALLS),
+        hook: Hook::Syscalls(ATTR_CALLS, Absent::Quiet),
         gap: Some("attribute changes"),
+        open_fallback: false,
+    },
+    // Mount and namespace changes (probes/mounts.rs): one program, attached to each.
+    Program {
+        name: "sys_exit_mounts",
+        hook: Hook::Syscalls(MOUNT_CALLS, Absent::Named),
+        gap: Some("mount and namespace changes"),
         open_fallback: false,
     },
     Program {
@@ -257,6 +275,26 @@ const ATTR_CALLS: &[&str] = &[
     "sys_exit_utime",
     "sys_exit_utimes",
     "sys_exit_futimesat",
+];
+
+/// The exits `sys_exit_mounts` is attached to (umount2's tracepoint is named after umount).
+/// A kernel without one (open_tree_attr, 6.15; the new mount API before 5.2) has not the call
+/// either, but the report says so: a mount made some other way would be unseen.
+const MOUNT_CALLS: &[&str] = &[
+    "sys_exit_mount",
+    "sys_exit_umount",
+    "sys_exit_move_mount",
+    "sys_exit_open_tree",
+    "sys_exit_open_tree_attr",
+    "sys_exit_fsopen",
+    "sys_exit_fsconfig",
+    "sys_exit_fsmount",
+    "sys_exit_fspick",
+    "sys_exit_mount_setattr",
+    "sys_exit_pivot_root",
+    "sys_exit_chroot",
+    "sys_exit_unshare",
+    "sys_exit_setns",
 ];
 
 /// The programs attached by hand, not from `PROGRAMS`: fentry on security_file_open, and the
@@ -498,14 +536,14 @@ impl Probe {
             }
         }
         for p in PROGRAMS {
-            if let Hook::Syscalls(tracepoints) = p.hook {
-                gaps.extend(attach_each(&mut ebpf, p, tracepoints, &mut links));
+            if let Hook::Syscalls(tracepoints, absent) = p.hook {
+                gaps.extend(attach_each(&mut ebpf, p, tracepoints, absent, &mut links));
             }
         }
         let wanted: Vec<&Program> = PROGRAMS
             .iter()
             .filter(|p| !(p.open_fallback && file_hook == FileHook::Fentry))
-            .filter(|p| !matches!(p.hook, Hook::Syscalls(_)))
+            .filter(|p| !matches!(p.hook, Hook::Syscalls(..)))
             .collect();
         for (p, attached) in wanted.iter().zip(attach_all(&mut ebpf, &wanted, &btf)) {
             match attached {
@@ -680,7 +718,7 @@ fn hook_name(hook: &Hook) -> String {
         Hook::Raw(tp) => format!("raw_tracepoint/{tp}"),
         Hook::Syscall(tp) => format!("tracepoint/syscalls/{tp}"),
         Hook::Btf(tp) => format!("tp_btf/{tp}"),
-        Hook::Syscalls(tps) => format!("tracepoint/syscalls/{{{}}}", tps.join(",")),
+        Hook::Syscalls(tps, _) => format!("tracepoint/syscalls/{{{}}}", tps.join(",")),
     }
 }
 
@@ -822,16 +860,17 @@ fn attach(prog: &mut aya::programs::Program, p: &Program, btf: &Btf) -> Result<L
             let id = prog.attach().map_err(e)?;
             Box::new(prog.take_link(id).map_err(e)?)
         }
-        Hook::Syscalls(_) => return Err("attached by attach_each".into()),
+        Hook::Syscalls(..) => return Err("attached by attach_each".into()),
     })
 }
 
 /// Loads one program and attaches it to each syscall tracepoint: the gaps of those that could
-/// not be attached (a tracepoint this kernel does not have is no gap: nor is the call).
+/// not be attached (a tracepoint this kernel does not have, as `absent` says).
 fn attach_each(
     ebpf: &mut Ebpf,
     p: &Program,
     tracepoints: &[&str],
+    absent: Absent,
     links: &mut Vec<Link>,
 ) -> Vec<String> {
     let what = p.gap.unwrap_or(p.name);
@@ -853,6 +892,7 @@ fn attach_each(
     };
     let mut gaps = Vec::new();
     for tp in tracepoints {
+        let call = tp.trim_start_matches("sys_exit_");
         match prog
             .attach("syscalls", tp)
             .and_then(|id| prog.take_link(id))
@@ -864,11 +904,15 @@ fn attach_each(
                     .exists() =>
             {
                 log::info!("{tp}: no such tracepoint on this kernel (nor the call)");
+                if absent == Absent::Named {
+                    gaps.push(format!(
+                        "{what}: {call} calls (tracepoint/syscalls/{tp} could not be attached: this kernel has no such tracepoint, nor the call)"
+                    ));
+                }
             }
             Err(error) => {
                 let error = e(error);
                 log::warn!("{} not attached to {tp}: {error}", p.name);
-                let call = tp.trim_start_matches("sys_exit_");
                 gaps.push(format!(
                     "{what}: {call} calls (tracepoint/syscalls/{tp} could not be attached: {error})"
                 ));
@@ -944,7 +988,7 @@ mod tests {
         assert_eq!(attached, in_object);
         // Syscall programs are attached by their name: each is a real tracepoint's.
         for p in PROGRAMS {
-            if let Hook::Syscalls(tps) = p.hook {
+            if let Hook::Syscalls(tps, _) = p.hook {
                 assert!(tps.iter().all(|tp| tp.starts_with("sys_exit_")), "{tps:?}");
             }
             if let Hook::Syscall(tp) = p.hook {

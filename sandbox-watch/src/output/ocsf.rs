@@ -14,7 +14,7 @@
 //! | `net` listen | Network Activity (4001, 4) | Listen (7) |
 //! | `net_result` | Network Activity (4001, 4) | the outcome of an in-progress connect, as for connect |
 //! | `net` dns | DNS Activity (4003, 4) | Query (1), `query { hostname, type }` |
-//! | `start`, `end`, `violation`, others | none | `to_ocsf` returns `None` |
+//! | `start`, `end`, `violation`, `mount`, others | none | `to_ocsf` returns `None` (OCSF 1.3.0 has no class for a mount or a namespace change) |
 //!
 //! Every object has what OCSF 1.3.0 requires of its class (base event: `activity_id`,
 //! `category_uid`, `class_uid`, `type_uid`, `time`, `severity_id`, `metadata` with `version` and
@@ -117,6 +117,7 @@ pub fn to_ocsf_on_host(
         Record::Net(n) => net_event(&mut rest, n.op),
         Record::NetResult(_) => net_event(&mut rest, NetOp::Connect),
         Record::Start(_)
+        | Record::Mount(_)
         | Record::NetTamper(_)
         | Record::FlowCount(_)
         | Record::FileCount(_)

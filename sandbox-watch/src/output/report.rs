@@ -8,6 +8,7 @@ use crate::judge::netpolicy::Policy;
 use crate::record::{NetOp, Op, SequenceCount, Verdict, ViolationKind};
 use crate::state::files::{FileEntry, RacedPaths};
 use crate::state::git::Git;
+use crate::state::mounts::MountEntry;
 use crate::state::network::NetEntry;
 use crate::state::packages::Package;
 use crate::state::tool_calls::{ToolCallEntry, ToolCallRef};
@@ -28,6 +29,9 @@ pub struct Report {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    /// Mount and namespace changes: one entry per call (see `state::mounts`).
+    #[serde(default)]
+    pub mounts: Vec<MountEntry>,
     /// Packages installed or removed (see `state::packages` for what each is derived from).
     #[serde(default)]
     pub packages: Vec<Package>,
@@ -96,6 +100,7 @@ pub const NOT_WATCHED: &[&str] = &[
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
     "a rename's, delete's or link's name rewritten by another thread during the call and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
+    "mounts and namespace changes made outside the traced tree (a helper, a container runtime, systemd, an automounter), and namespaces a child is made in by clone or clone3 with CLONE_NEW* flags (no `mounts` entry: the child's exec has its namespaces); of the traced tree's own mount, umount2, move_mount, open_tree, fs*, mount_setattr, pivot_root, chroot, unshare and setns calls, the paths given (but a tree's, taken from its descriptor), mount's and fsopen's filesystem type and fsconfig's key are read from the caller's memory when the call returns (`from_caller_memory`); mount's data (its options) and fsconfig's values are never read",
 ];
 
 impl ProbeInfo {
@@ -391,6 +396,7 @@ pub struct Parts {
     pub processes: Vec<ProcessEntry>,
     pub files: Vec<FileEntry>,
     pub network: Vec<NetEntry>,
+    pub mounts: Vec<MountEntry>,
     /// Connects raced by their callers (`net_tamper` records).
     pub tampers: Vec<crate::record::NetTamper>,
     pub tool_calls: Vec<ToolCallEntry>,
@@ -467,6 +473,7 @@ pub fn assemble(p: Parts, policy: &Policy) -> Report {
         processes: p.processes,
         files: p.files,
         network: p.network,
+        mounts: p.mounts,
         packages: p.packages,
         git: p.git,
         violations,
@@ -1165,6 +1172,9 @@ impl Report {
                 no_html(&cut(&escalations.join("; "), 400))
             ));
         }
+        if let Some(line) = self.mounts_line() {
+            s.push_str(&line);
+        }
         if !failed.is_empty() || !expected.is_empty() {
             let mut by: BTreeMap<&str, u64> = BTreeMap::new();
             for f in &expected {
@@ -1367,6 +1377,47 @@ impl Report {
             }
             _ => text,
         }
+    }
+
+    /// The **Mounts and namespaces** line (pid 9 `mount --bind /home/u/.ssh /tmp/x`; pid 8
+    /// `unshare(mnt,user)`), when the traced tree mounted something, took a tree, changed its
+    /// root or a namespace: in the order they came, a repeat counted, cut to about three rows
+    /// (the report's `mounts` has every call, the new mount API's fsopen, fsconfig, fsmount
+    /// and fspick too).
+    fn mounts_line(&self) -> Option<String> {
+        let mut items: Vec<(String, usize)> = Vec::new();
+        for m in self.mounts.iter().filter(|m| m.op.summarized()) {
+            let one = format!("pid {} `{}`", m.pid, clean(&m.line()));
+            match items.iter_mut().find(|(i, _)| *i == one) {
+                Some((_, n)) => *n += 1,
+                None => items.push((one, 1)),
+            }
+        }
+        if items.is_empty() {
+            return None;
+        }
+        let mut shown = String::new();
+        let mut n = 0;
+        for (item, count) in &items {
+            let one = if *count > 1 {
+                format!("{item} ×{count}")
+            } else {
+                item.clone()
+            };
+            if n > 0 && shown.chars().count() + 2 + one.chars().count() > 300 {
+                break;
+            }
+            if n > 0 {
+                shown.push_str("; ");
+            }
+            shown.push_str(&one);
+            n += 1;
+        }
+        let more = match items.len() - n {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
+        Some(format!("- **Mounts and namespaces**: {shown}{more}\n"))
     }
 
     /// `- **Packages**: pip six 1.17.0, pip 24.0 (venv /w/.venv); apt tree 2.1.1`, when any:
@@ -1734,6 +1785,7 @@ pub(crate) mod tests {
                 processes: vec![],
                 files,
                 network: vec![],
+                mounts: vec![],
                 tampers: vec![],
                 tool_calls: vec![],
                 packages: vec![],
@@ -1746,6 +1798,45 @@ pub(crate) mod tests {
             },
             &Policy::new(vec![]),
         )
+    }
+
+    #[test]
+    fn the_mounts_line_keeps_their_order_counts_repeats_and_is_cut() {
+        let mut r = report(vec![]);
+        assert!(!r.summary().contains("Mounts"), "no line without mounts");
+        let m = |pid: u32, v: serde_json::Value| {
+            let mut base = json!({"pid": pid, "op": "mount"});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            serde_json::from_value::<MountEntry>(base).unwrap()
+        };
+        r.mounts = vec![
+            m(8, json!({"op": "unshare", "namespaces": ["mnt", "user"]})),
+            m(
+                9,
+                json!({"source": "/h/.ssh", "target": "/tmp/x", "flags": ["bind"]}),
+            ),
+            m(9, json!({"op": "fsopen", "fstype": "tmpfs"})),
+            m(8, json!({"op": "unshare", "namespaces": ["mnt", "user"]})),
+        ];
+        let line = |r: &Report| {
+            r.summary()
+                .lines()
+                .find(|l| l.starts_with("- **Mounts"))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            line(&r),
+            "- **Mounts and namespaces**: pid 8 `unshare(mnt,user)` ×2; pid 9 `mount --bind /h/.ssh /tmp/x`"
+        );
+        for i in 0..40 {
+            r.mounts
+                .push(m(10, json!({"op": "chroot", "target": format!("/r{i}")})));
+        }
+        let cut = line(&r);
+        assert!(cut.ends_with("`chroot /r10` and 29 more"), "{cut}");
     }
 
     #[test]

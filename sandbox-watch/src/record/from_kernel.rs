@@ -13,8 +13,9 @@ use crate::judge::classify::{self, Classifier};
 use crate::kernel::decode::{
     self, Conn, ConnOp, FailedOpen, FileOpen, Flow, Header, Net, NetOp as KernelNetOp, PathOp,
 };
-use crate::record::{NetOp, Op, Verdict};
+use crate::record::{MountOp, NetOp, Op, Verdict};
 use crate::state::files::{FileEntry, RacedPaths, dev_string, errno_name, open_flags};
+use crate::state::mounts::{MountEntry, Namespaces};
 use crate::state::network::{NetEntry, proto_name, result_name};
 use sandbox_watch_common::abi::{
     FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_ACCMODE, O_CREAT, O_RDWR, O_TRUNC, O_WRONLY,
@@ -279,6 +280,75 @@ pub fn attr(classifier: &Classifier, a: &decode::Attr) -> Record {
         entry.ino = Some(ino);
     }
     file_or_failed(entry)
+}
+
+/// A mount or namespace call, made or failed: its entry. mount(2)'s source is a path only
+/// for a bind or a move; otherwise it is the name given (`tmpfs`, `none`, a device).
+pub fn mount(m: &decode::Mount) -> Record {
+    use decode::MountOp as K;
+    let op = match m.op {
+        K::Mount => MountOp::Mount,
+        K::Umount => MountOp::Umount,
+        K::MoveMount => MountOp::MoveMount,
+        K::OpenTree => MountOp::OpenTree,
+        K::Fsopen => MountOp::Fsopen,
+        K::Fsconfig => MountOp::Fsconfig,
+        K::Fsmount => MountOp::Fsmount,
+        K::Fspick => MountOp::Fspick,
+        K::MountSetattr => MountOp::MountSetattr,
+        K::PivotRoot => MountOp::PivotRoot,
+        K::Chroot => MountOp::Chroot,
+        K::Unshare => MountOp::Unshare,
+        K::Setns => MountOp::Setns,
+    };
+    let (flags, namespaces) = crate::state::mounts::flag_names(op, m.call_flags);
+    const MS_BIND: u64 = 4096;
+    const MS_MOVE: u64 = 8192;
+    // A bind or a move takes a path and no filesystem type (mount(8) passes `none`).
+    let path_source = op != MountOp::Mount || m.call_flags & (MS_BIND | MS_MOVE) != 0;
+    let source = if path_source {
+        m.source.clone()
+    } else {
+        m.source_given.clone()
+    };
+    let ignored_type = op == MountOp::Mount && path_source;
+    let ns = |i: usize| u64::from(m.ns[i]);
+    use sandbox_watch_common::mount as k;
+    let returns_fd = matches!(
+        op,
+        MountOp::OpenTree | MountOp::Fsopen | MountOp::Fsmount | MountOp::Fspick
+    );
+    Record::Mount(MountEntry {
+        pid: m.header.tgid,
+        op,
+        source,
+        target: m.target.clone(),
+        fstype: (op != MountOp::Fsconfig && !ignored_type)
+            .then(|| m.name.clone())
+            .flatten(),
+        key: (op == MountOp::Fsconfig).then(|| m.name.clone()).flatten(),
+        device: m.devname.clone(),
+        flags,
+        namespaces,
+        root: m.root.clone(),
+        ns: Namespaces {
+            mnt: ns(k::NS_MNT),
+            net: ns(k::NS_NET),
+            pid: ns(k::NS_PID),
+            user: ns(k::NS_USER),
+            uts: ns(k::NS_UTS),
+            ipc: ns(k::NS_IPC),
+            cgroup: ns(k::NS_CGROUP),
+            time: ns(k::NS_TIME),
+        },
+        result: (m.result < 0).then(|| errno_name(m.result as i32)),
+        fd: (returns_fd && m.result >= 0).then_some(m.result),
+        source_from_kernel: m.source_from_tree,
+        from_caller_memory: m.caller_names,
+        path_truncated: m.source_truncated || m.target_truncated || m.root_truncated,
+        tool_call: Default::default(),
+        after_step: false,
+    })
 }
 
 /// An entry, or a failed one (`file_failed`) when it has a result.

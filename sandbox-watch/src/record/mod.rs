@@ -20,9 +20,10 @@ use serde_json::{Map, Value};
 
 use crate::output::report::{Agent, ContainerRef, ProbeInfo, ProcessEntry, Target};
 use crate::state::files::FileEntry;
+use crate::state::mounts::MountEntry;
 use crate::state::network::NetEntry;
 use crate::state::tool_calls::ToolCallRef;
-pub use words::{IN_PROGRESS, NetOp, Op, Verdict, ViolationKind};
+pub use words::{IN_PROGRESS, MountOp, NetOp, Op, Verdict, ViolationKind};
 
 /// One record of the evidence log.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -44,6 +45,9 @@ pub enum Record {
     File(FileEntry),
     /// A file operation that failed.
     FileFailed(FileFailed),
+    /// A mount or namespace call (mount, umount2, move_mount, open_tree, the fs* calls,
+    /// mount_setattr, pivot_root, chroot, unshare, setns), made or failed.
+    Mount(MountEntry),
     /// A connect, a listen or a DNS question.
     Net(NetEntry),
     /// The later outcome of a connect that was in progress.
@@ -91,6 +95,7 @@ impl Record {
             Record::ExecFailed(_) => "exec_failed",
             Record::File(_) => "file",
             Record::FileFailed(_) => "file_failed",
+            Record::Mount(_) => "mount",
             Record::Net(_) => "net",
             Record::NetResult(_) => "net_result",
             Record::NetTamper(_) => "net_tamper",
@@ -118,6 +123,7 @@ impl Record {
             Record::ExecFailed(e) => Some(e.pid),
             Record::File(f) => Some(f.pid),
             Record::FileFailed(f) => Some(f.pid()),
+            Record::Mount(m) => Some(m.pid),
             Record::Net(n) => Some(n.pid),
             Record::NetResult(n) => Some(n.pid),
             Record::NetTamper(t) => Some(t.pid),
@@ -649,6 +655,8 @@ mod tests {
             r#"{"kind":"package_meta","path":"/p/node_modules/a/package.json","name":"a","version":"1.0.0"}"#,
             r#"{"kind":"output","pid":4,"stream":"stderr","bytes":3,"sha256":"ab","head":"no\n"}"#,
             r#"{"kind":"output","pid":4,"stream":"stdout","bytes":3,"sha256":null,"sha256_skipped":"lost","text_withheld":"read a credential file"}"#,
+            r#"{"kind":"mount","pid":5,"op":"mount","source":"/h/.ssh","target":"/tmp/x","flags":["bind"],"ns":{"mnt":1,"net":2,"pid":3,"user":4,"uts":5,"ipc":6,"cgroup":7,"time":8},"from_caller_memory":true}"#,
+            r#"{"kind":"mount","pid":5,"op":"unshare","namespaces":["mnt","user"],"ns":{"mnt":1,"net":2,"pid":3,"user":4,"uts":5,"ipc":6,"cgroup":7,"time":8},"result":"EPERM"}"#,
         ];
         for line in lines {
             let v: Value = serde_json::from_str(line).unwrap();

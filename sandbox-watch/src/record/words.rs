@@ -108,6 +108,59 @@ impl Op {
     }
 }
 
+/// What a mount entry's call was (`mounts[]`: mount and namespace changes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MountOp {
+    Mount,
+    /// umount2.
+    Umount,
+    MoveMount,
+    /// open_tree or open_tree_attr: a tree (with `clone`, a detached copy) as a descriptor.
+    OpenTree,
+    Fsopen,
+    Fsconfig,
+    /// A filesystem context made a (detached) mount.
+    Fsmount,
+    Fspick,
+    MountSetattr,
+    PivotRoot,
+    Chroot,
+    Unshare,
+    Setns,
+}
+
+impl MountOp {
+    /// The log's and report's name: `mount`, `move_mount`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MountOp::Mount => "mount",
+            MountOp::Umount => "umount",
+            MountOp::MoveMount => "move_mount",
+            MountOp::OpenTree => "open_tree",
+            MountOp::Fsopen => "fsopen",
+            MountOp::Fsconfig => "fsconfig",
+            MountOp::Fsmount => "fsmount",
+            MountOp::Fspick => "fspick",
+            MountOp::MountSetattr => "mount_setattr",
+            MountOp::PivotRoot => "pivot_root",
+            MountOp::Chroot => "chroot",
+            MountOp::Unshare => "unshare",
+            MountOp::Setns => "setns",
+        }
+    }
+
+    /// Whether the summary names it: what changes what the process sees (a mount, a tree it
+    /// can read through, a root, a namespace), not the steps of the new mount API before its
+    /// `fsmount` is put somewhere by `move_mount`.
+    pub fn summarized(self) -> bool {
+        !matches!(
+            self,
+            MountOp::Fsopen | MountOp::Fsconfig | MountOp::Fsmount | MountOp::Fspick
+        )
+    }
+}
+
 /// What a network entry did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

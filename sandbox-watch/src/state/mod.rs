@@ -1,5 +1,6 @@
 pub mod files;
 pub mod git;
+pub mod mounts;
 pub mod network;
 pub mod output;
 pub mod packages;

@@ -12,6 +12,7 @@ use crate::record::{
     End, FileFailed, GitConfig, GitRef, PackageMeta, Record, Start, Tamper, Violation,
 };
 use crate::state::files::{Added, Files};
+use crate::state::mounts::MountEntry;
 use crate::state::network::Network;
 use crate::state::processes::{AgentRule, Processes, is_launcher};
 use crate::state::tool_calls::{self, ToolCallEntry, ToolCallRef, ToolCalls};
@@ -39,6 +40,8 @@ pub struct Session {
     pub processes: Processes,
     pub files: Files,
     pub network: Network,
+    /// Mount and namespace changes, in the order they came (`mounts[]`).
+    pub mounts: Vec<MountEntry>,
     /// The agent's steps: its direct children (see `state::tool_calls`).
     pub tool_calls: ToolCalls,
     /// The session's number of the agent process, once it is known.
@@ -139,6 +142,14 @@ impl Session {
                 Applied::File(Added::New(i))
             }
             Record::FileFailed(FileFailed::Missing(_)) => Applied::Other,
+            Record::Mount(m) => {
+                let step = self.step_of(m.pid);
+                let mut entry = m.clone();
+                entry.tool_call = ToolCallRef::of(step);
+                entry.after_step = self.tool_calls.effect(step, at, m.pid, || m.line());
+                self.mounts.push(entry);
+                Applied::Other
+            }
             Record::Net(n) => {
                 let i = self.network.net(&text(), n, self.processes.agent_netns);
                 let step = self.step_of(n.pid);
@@ -455,6 +466,7 @@ impl Session {
                 processes,
                 files,
                 network,
+                mounts: self.mounts.clone(),
                 tampers: self.network.tampers.clone(),
                 packages,
                 git,

@@ -631,6 +631,7 @@ pub(crate) fn summarize(r: &Record) -> String {
             c.path,
             c.count
         ),
+        Record::Mount(m) => format!("pid {} {}", m.pid, m.line()),
         Record::Violation(v) => v.summary.clone(),
         Record::Tamper(t) => format!("TAMPER: {}", t.summary),
         Record::FileHash(h) => match (&h.sha256, &h.sha256_skipped) {

@@ -283,6 +283,20 @@ pub fn log_record(line: &[u8], observed_ns: u64) -> LogRecord {
                 }
             }
         }
+        "mount" => {
+            for (key, attr) in [
+                ("op", "sandbox_watch.mount.op"),
+                ("source", "sandbox_watch.mount.source"),
+                ("target", "sandbox_watch.mount.target"),
+                ("fstype", "sandbox_watch.mount.fstype"),
+                ("root", "sandbox_watch.mount.root"),
+                ("result", "sandbox_watch.mount.result"),
+            ] {
+                if let Some(v) = s(key) {
+                    attrs.push(kv(attr, string(v)));
+                }
+            }
+        }
         "violation" => {
             if let Some(v) = s("violation") {
                 attrs.push(kv("sandbox_watch.violation", string(v)));
