@@ -88,7 +88,11 @@ fn call_of(syscall: i32) -> Option<(u32, u32, u32)> {
     if syscall < 0 || syscall as usize >= CALLS {
         return None;
     }
-    let code = CALL[syscall as usize & (CALLS - 1)];
+    // The mask must reach the verifier: LLVM drops it as redundant after the check above, and
+    // 6.1's verifier does not carry that check's bound through the copy LLVM compares
+    // (`unbounded memory access` at the table). A volatile read keeps it.
+    let i = unsafe { core::ptr::read_volatile(&syscall) } as usize & (CALLS - 1);
+    let code = CALL[i];
     let op = code & 0xff;
     if op == 0 {
         return None;
@@ -103,6 +107,19 @@ fn syscall_nr(ctx: &TracePointContext) -> i32 {
     unsafe { core::ptr::read(ctx.as_ptr().cast::<u8>().add(8).cast::<i32>()) }
 }
 
+/// Argument `i` (0-3) of `a`, without a bounds check the compiler may keep: a check whose
+/// failure is a panic ends the program in a call that never returns, which the verifier
+/// refuses ("last insn is not an exit or jmp").
+#[inline(always)]
+fn nth(a: &[u64; 4], i: u32) -> u64 {
+    match i & 3 {
+        0 => a[0],
+        1 => a[1],
+        2 => a[2],
+        _ => a[3],
+    }
+}
+
 /// Where the names the call takes from the caller's memory are (0: none): its path's (a
 /// name-based call; utimensat's may be NULL, naming `dirfd` itself) and its extended
 /// attribute's (setxattr). The entry and the exit both ask, from the same arguments.
@@ -114,7 +131,7 @@ fn names_of(op: u32, target: u32, at: u32, a: &[u64; 4]) -> (u64, u64) {
         _ => 0,
     };
     let xattr = if op == attr::SETXATTR {
-        a[at as usize & 3]
+        nth(a, at)
     } else {
         0
     };
@@ -157,8 +174,8 @@ pub fn sys_exit_attr(ctx: TracePointContext) -> u32 {
     let mut a = [0u64; 4];
     unsafe { sw_syscall_args(a.as_mut_ptr()) };
     let (path, xattr) = names_of(op, target, at, &a);
-    let value = a[at as usize];
-    let value2 = if at < 3 { a[at as usize + 1] } else { 0 };
+    let value = nth(&a, at);
+    let value2 = if at < 3 { nth(&a, at + 1) } else { 0 };
     // A NULL name with a dirfd (utimensat(fd, NULL, …)) is the descriptor's own file.
     let file = if target == FD || (target == DIR_NAME && a[1] == 0) {
         let file = unsafe { sw_task_fd_file(current_task(), a[0] as u32) };
