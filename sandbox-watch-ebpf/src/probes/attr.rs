@@ -130,11 +130,7 @@ fn names_of(op: u32, target: u32, at: u32, a: &[u64; 4]) -> (u64, u64) {
         DIR_NAME => a[1],
         _ => 0,
     };
-    let xattr = if op == attr::SETXATTR {
-        nth(a, at)
-    } else {
-        0
-    };
+    let xattr = if op == attr::SETXATTR { nth(a, at) } else { 0 };
     (path, xattr)
 }
 

@@ -95,7 +95,7 @@ pub const NOT_WATCHED: &[&str] = &[
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
-    "a rename's, delete's or link's name rewritten by another thread during the call and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
+    "a name rewritten by another thread during a rename, delete, link or attribute call (chmod, chown, truncate, mkdir, setxattr and its attribute name, utime) and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
 ];
 
 impl ProbeInfo {
