@@ -30,7 +30,10 @@ pub const VIA_IO_URING: u32 = 1 << 5;
 /// [`FileEvent::flags`] of a rename, delete or link made by a syscall: after its paths the
 /// tail holds the names the caller's memory held at the call's entry (each NUL-ended; a
 /// link's target, then its path; a delete's one), read again at its exit for the paths. A
-/// thread that rewrote them during the call shows as the two differing.
+/// thread that rewrote them during the call shows as the two differing. [`AttrEvent::flags`]
+/// of an attribute call that takes a name from the caller's memory: after its path and
+/// attribute name, the path's name and the attribute's name at the entry (each NUL-ended,
+/// empty when the call has none).
 pub const NAMES_AT_ENTRY: u32 = 1 << 6;
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
@@ -695,10 +698,10 @@ pub mod fails {
     /// A write could not be entered in `WRITTEN` (an LRU: only when every entry of the CPU's
     /// list is in use): that file's next dirtying is sent again, not lost.
     pub const WRITTEN: u32 = 3;
-    /// A rename's, delete's or link's names at its entry were not in `ENTRY_NAMES` at its
-    /// exit (the insert failed, 1,024 newer calls in flight pushed them out, or the process
-    /// was traced during the call): its record is sent without them (a race on them is not
-    /// seen).
+    /// A rename's, delete's, link's or attribute call's names at its entry were not in
+    /// `ENTRY_NAMES` at its exit (the insert failed, 1,024 newer calls in flight pushed them
+    /// out, or the process was traced during the call): its record is sent without them (a
+    /// race on them is not seen).
     pub const NAMES: u32 = 4;
     pub const SLOTS: u32 = 5;
 }
@@ -875,7 +878,7 @@ pub mod attr {
 
 /// An attribute change by a traced task (see [`attr`]). Tail: `path_len` bytes of path (as a
 /// [`FileEvent`]'s, of kind `path_kind`), then `name_len` bytes of the extended attribute's
-/// name (setxattr only).
+/// name (setxattr only), then with [`NAMES_AT_ENTRY`] the names at the call's entry.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttrEvent {
@@ -885,7 +888,7 @@ pub struct AttrEvent {
     /// The system call number.
     pub syscall: i32,
     /// [`PATH_TRUNCATED`], [`attr::NAME_TRUNCATED`], [`VIA_IO_URING`] (an io_uring MKDIRAT
-    /// request: `result` is not its).
+    /// request: `result` is not its), [`NAMES_AT_ENTRY`].
     pub flags: u32,
     pub path_kind: u32,
     pub path_len: u32,

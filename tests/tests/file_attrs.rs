@@ -311,3 +311,187 @@ fn plain_attribute_changes_are_entries_without_a_violation() {
     }
     assert!(escalations(&r).is_empty(), "{:#?}", r.typed.violations);
 }
+
+/// The log's `file` and `file_failed` records of `op` at `path`, in order.
+fn records_at(r: &Run, path: &Path, op: &str) -> Vec<Value> {
+    r.log_text()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|j| {
+            (j["kind"] == "file" || j["kind"] == "file_failed")
+                && j["op"] == op
+                && j["path"] == text(path)
+        })
+        .collect()
+}
+
+/// The attack's `truth I WHAT` lines: WHAT of each call, in order.
+fn truths(r: &Run) -> Vec<String> {
+    String::from_utf8_lossy(&r.output.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("truth "))
+        .map(|l| l.split(' ').nth(1).unwrap().to_string())
+        .collect()
+}
+
+/// Issue 15 item 4, attribute calls: a thread flips setxattr's attribute name between
+/// `security.capability` and a plain name while the call runs. The kernel sets file
+/// capabilities (cap_setuid=ep: an escalation) in some of the calls whose name, read again
+/// at the exit, is the plain one: before, such a call was a plain setxattr and no finding.
+/// The name is now read at the call's entry too: a difference is `raced` (both names), judged
+/// by both (an escalation when either is `security.capability`), and one `tamper` finding.
+#[test]
+fn an_xattr_name_rewritten_during_setxattr_is_tamper_and_judged_by_both() {
+    const CAP: &str = "security.capability";
+    let (dir, file) = dir_with_file();
+    // A decoy of the same length in a namespace the filesystem keeps (tmpfs in the 6.1 guest
+    // keeps no user.* attribute).
+    let ns = plain_xattr(&file).trim_end_matches('x');
+    let decoy = format!("{ns}{}", "x".repeat(CAP.len() - ns.len()));
+    // A plain setxattr first: names nobody rewrote are not a race.
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "x").unwrap();
+    let r = run(
+        &["--fail-on", "tamper,escalation"],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "python3 -c \"import os; os.setxattr('{p}', '{decoy}', b'1')\" && \
+                 {bin} xattr {f} {CAP} {decoy} 300",
+                p = text(&plain),
+                bin = env!("CARGO_BIN_EXE_attack_attr_race"),
+                f = text(&file),
+            ),
+        ],
+    );
+    assert_eq!(
+        r.code(),
+        Some(3),
+        "--fail-on tamper,escalation: {}",
+        r.stderr()
+    );
+    let truth = truths(&r);
+    assert!(
+        truth.len() >= 300,
+        "{}",
+        String::from_utf8_lossy(&r.output.stdout)
+    );
+    let plain_set = records_at(&r, &plain, "setxattr");
+    assert_eq!(plain_set.len(), 1, "{plain_set:#?}");
+    assert!(plain_set[0].get("raced").is_none(), "{:#}", plain_set[0]);
+    assert!(
+        plain_set[0].get("escalation").is_none(),
+        "{:#}",
+        plain_set[0]
+    );
+    let calls = records_at(&r, &file, "setxattr");
+    assert_eq!(calls.len(), truth.len(), "one record per call");
+    let (mut real, mut named, mut raced, mut naming_cap) = (0, 0, 0, 0);
+    for (t, j) in truth.iter().zip(&calls) {
+        raced += usize::from(j.get("raced").is_some());
+        let names_cap = j["xattr"] == CAP || j["raced"]["xattr"] == CAP;
+        if names_cap {
+            naming_cap += 1;
+            assert!(j["escalation"].as_str().is_some(), "{j:#}");
+        } else {
+            assert!(j.get("escalation").is_none(), "{j:#}");
+        }
+        if let Some(at_entry) = j.get("raced") {
+            // The entry's name differs from the exit's; the path is the same file.
+            assert_ne!(at_entry["xattr"], j["xattr"], "{j:#}");
+            assert_eq!(at_entry["path"], j["path"], "{j:#}");
+        }
+        if t == "name" {
+            real += 1;
+            named += usize::from(names_cap);
+        }
+    }
+    // How many of the calls that really set file capabilities the record names (at the exit
+    // or the entry): a sample of a buffer that changes every few nanoseconds, not bounded.
+    println!(
+        "real capability sets: {real}; named by the record: {named}; raced: {raced}; records naming {CAP}: {naming_cap}"
+    );
+    assert!(real > 0 && raced > 0, "real {real}, raced {raced}");
+    let t = r.violations_of(ViolationKind::Tamper);
+    assert_eq!(t.len(), 1, "one finding for the process: {t:#?}");
+    assert!(
+        t[0].summary
+            .contains(&format!("{raced} calls rewritten by another thread")),
+        "{t:#?}"
+    );
+    assert!(t[0].summary.contains(CAP), "{t:#?}");
+    // The escalations name security.capability, with the decoy beside it where the call's
+    // exit read the decoy (before, such a call was no finding at all).
+    let e = escalations(&r);
+    assert!(
+        !e.is_empty() && e.iter().all(|v| v.summary.contains(CAP)),
+        "{e:#?}"
+    );
+    let hidden = calls
+        .iter()
+        .filter(|j| j["xattr"] == decoy.as_str() && j["raced"]["xattr"] == CAP)
+        .count();
+    println!("records whose exit read {decoy} and entry {CAP}: {hidden}");
+    if hidden > 0 {
+        assert!(
+            e.iter().any(|v| v.summary.contains(&decoy)),
+            "an escalation naming both: {e:#?}"
+        );
+    }
+}
+
+/// Issue 15 item 4, attribute calls: `chmod u+s` of a path a thread flips between the target
+/// and a decoy. The setuid bit is an escalation whatever the path; the raced path is now
+/// named too (the kernel set the bit on one of the two), with one `tamper` finding.
+#[test]
+fn a_path_rewritten_during_chmod_names_both_and_is_tamper() {
+    let (dir, _) = dir_with_file();
+    let (target, decoy) = (dir.path().join("target"), dir.path().join("decoyx"));
+    for p in [&target, &decoy] {
+        std::fs::write(p, "#!/bin/sh\n").unwrap();
+    }
+    let r = run(
+        &["--fail-on", "tamper"],
+        &[
+            env!("CARGO_BIN_EXE_attack_attr_race"),
+            "chmod",
+            text(&target),
+            text(&decoy),
+            "200",
+        ],
+    );
+    assert_eq!(r.code(), Some(3), "--fail-on tamper: {}", r.stderr());
+    let truth = truths(&r);
+    assert!(truth.len() >= 200);
+    let log: Vec<Value> = r
+        .log_text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|j: &Value| {
+            (j["kind"] == "file" || j["kind"] == "file_failed")
+                && j["op"] == "chmod"
+                && j["mode"] == "4755"
+        })
+        .collect();
+    assert_eq!(log.len(), truth.len(), "one record per chmod u+s");
+    let (mut real, mut named, mut raced) = (0, 0, 0);
+    for (t, j) in truth.iter().zip(&log) {
+        assert!(j["escalation"].as_str().is_some(), "{j:#}");
+        raced += usize::from(j.get("raced").is_some());
+        let names_target = j["path"] == text(&target) || j["raced"]["path"] == text(&target);
+        if t == "target" {
+            real += 1;
+            named += usize::from(names_target);
+        }
+    }
+    println!("real chmod u+s of the target: {real}; named by the record: {named}; raced: {raced}");
+    assert!(real > 0 && raced > 0, "real {real}, raced {raced}");
+    let t = r.violations_of(ViolationKind::Tamper);
+    assert_eq!(t.len(), 1, "one finding for the process: {t:#?}");
+    assert!(
+        t[0].summary
+            .contains(&format!("{raced} calls rewritten by another thread")),
+        "{t:#?}"
+    );
+}

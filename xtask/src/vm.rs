@@ -149,6 +149,8 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "a_write_to_modprobe_is_an_escalation",
             "a_binfmt_misc_registration_is_an_escalation",
             "plain_attribute_changes_are_entries_without_a_violation",
+            "an_xattr_name_rewritten_during_setxattr_is_tamper_and_judged_by_both",
+            "a_path_rewritten_during_chmod_names_both_and_is_tamper",
         ],
     ),
     (

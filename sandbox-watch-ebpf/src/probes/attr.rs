@@ -10,13 +10,24 @@
 //! Paths: a descriptor-based call (fchmod, fchown, ftruncate, fsetxattr, utimensat with no
 //! name) walks the descriptor's `struct file`; a name-based one gives the directory from the
 //! kernel (dirfd or cwd) and the last part as given (`dir_and_name`).
+//!
+//! Names raced: the names such a call takes from the caller's memory (its path's, and a
+//! setxattr's attribute name) are read at the exit, after the kernel copied them, so another
+//! thread of the caller can have rewritten them in between. `sys_enter_attr`, one program on
+//! the entry tracepoints of the same calls (the same table), keeps them per thread in
+//! `ENTRY_NAMES` as renames do (`probes/files.rs`); the exit's record carries them after its
+//! own ([`NAMES_AT_ENTRY`]) and the userspace compares the two.
 use aya_ebpf::{EbpfContext, programs::TracePointContext};
 use sandbox_watch_common::{
-    AttrEvent, EventKind, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_TRUNCATED, VIA_IO_URING,
+    AttrEvent, EventKind, NAMES_AT_ENTRY, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_TRUNCATED,
+    VIA_IO_URING,
     attr::{self, nr},
 };
 
-use super::files::{AT_FDCWD, PATH_MASK, dir_and_name_in, read_str};
+use super::files::{
+    AT_FDCWD, PATH_MASK, dir_and_name_in, forget_entry_names, keep_entry_names, read_str,
+    take_entry_names,
+};
 use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
 
 /// Where a call keeps its file.
@@ -70,31 +81,106 @@ static CALL: [u32; CALLS] = {
     t
 };
 
+/// What the table says of an attribute call: its [`attr`] op, where its file is, and the
+/// index of its first argument after the file; None for any other call.
+#[inline(always)]
+fn call_of(syscall: i32) -> Option<(u32, u32, u32)> {
+    if syscall < 0 || syscall as usize >= CALLS {
+        return None;
+    }
+    // The mask must reach the verifier: LLVM drops it as redundant after the check above, and
+    // 6.1's verifier does not carry that check's bound through the copy LLVM compares
+    // (`unbounded memory access` at the table). A volatile read keeps it.
+    let i = unsafe { core::ptr::read_volatile(&syscall) } as usize & (CALLS - 1);
+    let code = CALL[i];
+    let op = code & 0xff;
+    if op == 0 {
+        return None;
+    }
+    Some((op, (code >> 8) & 0xff, (code >> 16) & 3))
+}
+
+/// The record's system call number: `__syscall_nr` at byte 8 of both `syscall_trace_enter`
+/// and `syscall_trace_exit`.
+#[inline(always)]
+fn syscall_nr(ctx: &TracePointContext) -> i32 {
+    unsafe { core::ptr::read(ctx.as_ptr().cast::<u8>().add(8).cast::<i32>()) }
+}
+
+/// Argument `i` (0-3) of `a`, without a bounds check the compiler may keep: a check whose
+/// failure is a panic ends the program in a call that never returns, which the verifier
+/// refuses ("last insn is not an exit or jmp").
+#[inline(always)]
+fn nth(a: &[u64; 4], i: u32) -> u64 {
+    match i & 3 {
+        0 => a[0],
+        1 => a[1],
+        2 => a[2],
+        _ => a[3],
+    }
+}
+
+/// Where the names the call takes from the caller's memory are (0: none): its path's (a
+/// name-based call; utimensat's may be NULL, naming `dirfd` itself) and its extended
+/// attribute's (setxattr). The entry and the exit both ask, from the same arguments.
+#[inline(always)]
+fn names_of(op: u32, target: u32, at: u32, a: &[u64; 4]) -> (u64, u64) {
+    let path = match target {
+        NAME => a[0],
+        DIR_NAME => a[1],
+        _ => 0,
+    };
+    let xattr = if op == attr::SETXATTR { nth(a, at) } else { 0 };
+    (path, xattr)
+}
+
+/// The entry of every attribute call (`kernel/probe.rs` lists them): keeps the names it takes
+/// from the caller's memory, for its exit to compare with what they say then.
+#[aya_ebpf::macros::tracepoint]
+pub fn sys_enter_attr(ctx: TracePointContext) -> u32 {
+    if !is_traced(current_tgid()) {
+        return 0;
+    }
+    let Some((op, target, at)) = call_of(syscall_nr(&ctx)) else {
+        return 0;
+    };
+    // From the saved registers, as the exit reads them: the record itself is only as long as
+    // the call's arguments (chmod has two), and a program that loads past the end of any
+    // tracepoint's record it is attached to is refused there (EACCES at the attach).
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
+    let (path, xattr) = names_of(op, target, at, &a);
+    if path != 0 || xattr != 0 {
+        keep_entry_names(path, xattr, attr::NAME_MAX as u32);
+    }
+    0
+}
+
 /// The exit of every attribute call (see the module's comment; `kernel/probe.rs` lists them).
 #[aya_ebpf::macros::tracepoint]
 pub fn sys_exit_attr(ctx: TracePointContext) -> u32 {
     if !is_traced(current_tgid()) {
         return 0;
     }
-    let syscall = unsafe { core::ptr::read(ctx.as_ptr().cast::<u8>().add(8).cast::<i32>()) };
-    if syscall < 0 || syscall as usize >= CALLS {
+    let syscall = syscall_nr(&ctx);
+    let Some((op, target, at)) = call_of(syscall) else {
         return 0;
-    }
-    let code = CALL[syscall as usize & (CALLS - 1)];
-    let (op, target, at) = (code & 0xff, (code >> 8) & 0xff, (code >> 16) & 3);
-    if op == 0 {
-        return 0;
-    }
+    };
     let result = unsafe { ctx.read_at::<i64>(super::syscall::RET) }.unwrap_or(0) as i32;
     let mut a = [0u64; 4];
     unsafe { sw_syscall_args(a.as_mut_ptr()) };
-    let value = a[at as usize];
-    let value2 = if at < 3 { a[at as usize + 1] } else { 0 };
+    let (path, xattr) = names_of(op, target, at, &a);
+    let value = nth(&a, at);
+    let value2 = if at < 3 { nth(&a, at + 1) } else { 0 };
     // A NULL name with a dirfd (utimensat(fd, NULL, …)) is the descriptor's own file.
     let file = if target == FD || (target == DIR_NAME && a[1] == 0) {
         let file = unsafe { sw_task_fd_file(current_task(), a[0] as u32) };
         if file.is_null() {
-            // No such descriptor: nothing was changed, and there is no file to name.
+            // No such descriptor: nothing was changed, and there is no file to name. Its
+            // names at the entry (an fsetxattr's attribute name) go with it.
+            if xattr != 0 {
+                forget_entry_names();
+            }
             return 0;
         }
         Target::File(file)
@@ -108,6 +194,7 @@ pub fn sys_exit_attr(ctx: TracePointContext) -> u32 {
         syscall,
         file,
         kernel: false,
+        entry_names: path != 0 || xattr != 0,
         xattr: if op == attr::SETXATTR { value } else { 0 },
         value: if op == attr::SETXATTR { 0 } else { value },
         value2: if op == attr::CHOWN { value2 } else { 0 },
@@ -127,13 +214,15 @@ enum Target {
 }
 
 /// An attribute change to record: `kernel` when its names are the kernel's copies (an
-/// io_uring request's, flagged [`VIA_IO_URING`]: `result` is not its), `xattr` the attribute
-/// name's address (setxattr), else 0.
+/// io_uring request's, flagged [`VIA_IO_URING`]: `result` is not its), `entry_names` when its
+/// entry kept the names it took from the caller's memory, `xattr` the attribute name's
+/// address (setxattr), else 0.
 struct Change {
     op: u32,
     syscall: i32,
     file: Target,
     kernel: bool,
+    entry_names: bool,
     xattr: u64,
     value: u64,
     value2: u64,
@@ -176,6 +265,15 @@ fn send_attr(c: Change) {
             }
         }
     }
+    let mut size = core::mem::size_of::<AttrEvent>() + path_len as usize + name_len as usize;
+    if c.entry_names {
+        let dst = unsafe { tail.add(path_len as usize + name_len as usize) };
+        let kept = take_entry_names(dst, true);
+        if kept > 0 {
+            flags |= NAMES_AT_ENTRY;
+            size += kept as usize;
+        }
+    }
     let task = current_task();
     unsafe {
         *event = AttrEvent {
@@ -194,7 +292,6 @@ fn send_attr(c: Change) {
             value2: c.value2,
         };
     }
-    let size = core::mem::size_of::<AttrEvent>() + path_len as usize + name_len as usize;
     submit(EventKind::Attr, base, size);
 }
 
@@ -207,6 +304,7 @@ pub(crate) fn send_uring_mkdir(dirfd: i64, name: u64, mode: u64) {
         syscall: nr::MKDIRAT,
         file: Target::Named(dirfd, name),
         kernel: true,
+        entry_names: false,
         xattr: 0,
         value: mode,
         value2: 0,
@@ -234,6 +332,7 @@ pub(crate) fn send_uring_xattr(by_fd: bool, fd: i64, path: u64, name: u64) {
         syscall,
         file,
         kernel: true,
+        entry_names: false,
         xattr: name,
         value: 0,
         value2: 0,

@@ -421,8 +421,10 @@ syscall_programs! {
 
 // ---- names at a call's entry ----
 
-/// The names a traced thread's rename, delete or link held at the call's entry, as read then
-/// from its memory (`len`: with the NUL; 0 when it could not be read).
+/// The names a traced thread's rename, delete, link or attribute call held at the call's
+/// entry, as read then from its memory (`len`: with the NUL; 0 when it could not be read or
+/// the call has no such name). An attribute call's are its path's name and its extended
+/// attribute's name (`probes/attr.rs`).
 #[repr(C)]
 pub struct EntryNames {
     len: [u32; 2],
@@ -458,19 +460,27 @@ fn enter_names(ctx: &TracePointContext, a: usize, b: usize) -> u32 {
     if !is_traced(current_tgid()) {
         return 0;
     }
-    let Some(base) = scratch() else { return 0 };
+    let second = if b == NONE { 0 } else { arg(ctx, b) };
+    keep_entry_names(arg(ctx, a), second, NAME_MAX as u32);
+    0
+}
+
+/// Keeps, for this thread's call in flight, the NUL-ended names at `first` and `second` in
+/// the caller's memory (0: none), the second cut at `second_max` bytes (as the exit's record
+/// cuts it). Its exit takes them out ([`take_entry_names`]); a failed insert is counted.
+#[inline(always)]
+pub(crate) fn keep_entry_names(first: u64, second: u64, second_max: u32) {
+    let Some(base) = scratch() else { return };
     let v = base.cast::<EntryNames>();
     unsafe {
-        for (i, at) in [a, b].into_iter().enumerate() {
-            let n = if at == NONE {
+        for (i, (src, max)) in [(first, NAME_MAX as u32), (second, second_max)]
+            .into_iter()
+            .enumerate()
+        {
+            let n = if src == 0 {
                 0
             } else {
-                read_str(
-                    false,
-                    (*v).name[i].as_mut_ptr(),
-                    NAME_MAX as u32,
-                    arg(ctx, at),
-                )
+                read_str(false, (*v).name[i].as_mut_ptr(), max, src)
             };
             (*v).len[i] = if n > 0 { n as u32 } else { 0 };
         }
@@ -481,14 +491,19 @@ fn enter_names(ctx: &TracePointContext, a: usize, b: usize) -> u32 {
             crate::count_fail(sandbox_watch_common::fails::NAMES);
         }
     }
-    0
+}
+
+/// Takes this thread's [`EntryNames`] out of the map unread (a call that makes no record).
+#[inline(always)]
+pub(crate) fn forget_entry_names() {
+    let _ = ENTRY_NAMES.remove(unsafe { bpf_get_current_pid_tgid() });
 }
 
 /// Writes this thread's [`EntryNames`] at `dst`, each NUL-ended (one name for a delete), and
 /// takes them out of the map: the bytes written, 0 when none were kept (counted: the record
 /// goes out without them, and a race on its names is not seen).
 #[inline(always)]
-fn take_entry_names(dst: *mut u8, two: bool) -> u32 {
+pub(crate) fn take_entry_names(dst: *mut u8, two: bool) -> u32 {
     let key = unsafe { bpf_get_current_pid_tgid() };
     let Some(v) = ENTRY_NAMES.get_ptr(key) else {
         crate::count_fail(sandbox_watch_common::fails::NAMES);

@@ -216,6 +216,12 @@ pub struct Attr {
     pub result: i32,
     /// Submitted through io_uring (MKDIRAT): the request; `result` is not its.
     pub via_io_uring: bool,
+    /// The caller's memory held another path name or attribute name at the call's entry than
+    /// at its exit, where `path` and `name` were read (a thread rewrote them during the call:
+    /// the kernel used one of the two): the path the entry's name gives (in the same
+    /// directory; `path` itself when only the attribute name differs) and, for setxattr, the
+    /// entry's attribute name.
+    pub raced: Option<(String, Option<String>)>,
 }
 
 /// What a mount or namespace call was (`sandbox_watch_common::mount`).
@@ -607,6 +613,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             };
             let path = take(kind, tail, a.path_len as usize)?;
             let name = take(kind, &tail[path.len()..], a.name_len as usize)?;
+            let rest = &tail[path.len()..][name.len()..];
+            let raced = attr_raced(&a, op == AttrOp::Setxattr, path, name, rest);
             Event::Attr(Attr {
                 header: hdr,
                 op,
@@ -626,6 +634,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
                 name_truncated: a.flags & attr::NAME_TRUNCATED != 0,
                 result: a.result,
                 via_io_uring: a.flags & common::VIA_IO_URING != 0,
+                raced,
             })
         }
         EventKind::Mount => Event::Mount(mount(hdr, read(bytes).expect("length checked"), tail)?),
@@ -998,19 +1007,54 @@ fn raced(
     if !first_differs && !second_differs {
         return None;
     }
-    let with = |kind: u32, bytes: &[u8], name: &[u8]| {
-        if kind == common::PATH_FROM_DIR_AND_NAME {
-            let mut b = split_name(bytes).0.to_vec();
-            b.extend_from_slice(name);
-            b.push(0);
-            path_of(kind, &b)
-        } else {
-            escape(name)
-        }
-    };
     Some((
-        with(f.path_kind, first, a),
-        second.map(|s| with(f.new_path_kind, s, b)),
+        with_name(f.path_kind, first, a),
+        second.map(|s| with_name(f.new_path_kind, s, b)),
+    ))
+}
+
+/// The path a record's path (`bytes`, of `kind`) would be with `name` as the caller's name:
+/// in the same directory.
+fn with_name(kind: u32, bytes: &[u8], name: &[u8]) -> String {
+    if kind == common::PATH_FROM_DIR_AND_NAME {
+        let mut b = split_name(bytes).0.to_vec();
+        b.extend_from_slice(name);
+        b.push(0);
+        path_of(kind, &b)
+    } else {
+        escape(name)
+    }
+}
+
+/// An attribute call's path name (a name-based call's) and attribute name (setxattr) against
+/// those its call held at its entry (`NAMES_AT_ENTRY`: both NUL-ended after the record's
+/// own): when either differs, the path the entry's name gives and the entry's attribute name.
+fn attr_raced(
+    a: &common::AttrEvent,
+    setxattr: bool,
+    path: &[u8],
+    name: &[u8],
+    rest: &[u8],
+) -> Option<(String, Option<String>)> {
+    if a.flags & common::NAMES_AT_ENTRY == 0 {
+        return None;
+    }
+    let mut names = rest.split(|&c| c == 0);
+    let path_at_entry = names.next().unwrap_or_default();
+    let name_at_entry = names.next().unwrap_or_default();
+    let named = a.path_kind == common::PATH_FROM_DIR_AND_NAME;
+    let path_differs = named && !same_name(path_at_entry, split_name(path).1);
+    let name_differs = setxattr && name_at_entry != until_nul(name);
+    if !path_differs && !name_differs {
+        return None;
+    }
+    Some((
+        if path_differs {
+            with_name(a.path_kind, path, path_at_entry)
+        } else {
+            path_of(a.path_kind, path)
+        },
+        setxattr.then(|| escape(name_at_entry)),
     ))
 }
 
@@ -1164,6 +1208,62 @@ mod tests {
         // A delete has one name.
         let delete = raced_delete(b"/w/x\0");
         assert_eq!(delete, Some(("/w/x".to_string(), None)));
+    }
+
+    #[test]
+    fn attribute_names_rewritten_during_the_call_give_both() {
+        let a = |flags: u32, path_kind: u32| common::AttrEvent {
+            flags,
+            path_kind,
+            ..common::AttrEvent::default()
+        };
+        let named = a(common::NAMES_AT_ENTRY, common::PATH_FROM_DIR_AND_NAME);
+        let path = b"d\0tmp\0\0f\0";
+        let cap = b"security.capability\0";
+        let decoy = b"user.xxxxxxxxxxxxxx\0";
+        // The attribute name differs: the same path, the entry's name.
+        assert_eq!(
+            attr_raced(&named, true, path, decoy, b"f\0security.capability\0"),
+            Some((
+                "/tmp/d/f".to_string(),
+                Some("security.capability".to_string())
+            ))
+        );
+        // The path's name differs (chmod): the entry's path, in the same directory.
+        assert_eq!(
+            attr_raced(&named, false, path, b"", b"g\0\0"),
+            Some(("/tmp/d/g".to_string(), None))
+        );
+        // The same names, or no names kept: no race.
+        assert_eq!(
+            attr_raced(&named, true, path, cap, b"f\0security.capability\0"),
+            None
+        );
+        assert_eq!(attr_raced(&named, false, path, b"", b"f\0\0"), None);
+        assert_eq!(
+            attr_raced(
+                &a(0, common::PATH_FROM_DIR_AND_NAME),
+                true,
+                path,
+                decoy,
+                b"f\0security.capability\0"
+            ),
+            None
+        );
+        // A descriptor's file (fsetxattr) has no path name at the entry: only the attribute's
+        // name is compared.
+        let by_fd = a(common::NAMES_AT_ENTRY, common::PATH_FROM_FILE);
+        assert_eq!(
+            attr_raced(&by_fd, true, b"f\0tmp\0", decoy, b"\0user.xxxxxxxxxxxxxx\0"),
+            None
+        );
+        assert_eq!(
+            attr_raced(&by_fd, true, b"f\0tmp\0", decoy, b"\0security.capability\0"),
+            Some((
+                "/tmp/f".to_string(),
+                Some("security.capability".to_string())
+            ))
+        );
     }
 
     fn raced_delete(rest: &[u8]) -> Option<(String, Option<String>)> {

@@ -220,7 +220,8 @@ const PROGRAMS: &[Program] = &[
     sys("sys_enter_tgkill", "tgkill of the monitor"),
     sys("sys_enter_init_module", "kernel module loads by init_module"),
     sys("sys_enter_finit_module", "kernel module loads by finit_module"),
-    // Attribute changes (probes/attr.rs): one program verified once, attached to each.
+    // Attribute changes (probes/attr.rs): one program verified once, attached to each; and
+    // one on their entries, for the names they take from the caller's memory.
     Program {
         name: "sys_exit_attr",
         hook: Hook::Syscalls(ATTR_CALLS, Absent::Quiet),
@@ -232,6 +233,12 @@ const PROGRAMS: &[Program] = &[
         name: "sys_exit_mounts",
         hook: Hook::Syscalls(MOUNT_CALLS, Absent::Named),
         gap: Some("mount and namespace changes"),
+        open_fallback: false,
+    },
+    Program {
+        name: "sys_enter_attr",
+        hook: Hook::Syscalls(ATTR_ENTRIES, Absent::Quiet),
+        gap: Some("attribute calls' names rewritten during the call"),
         open_fallback: false,
     },
     Program {
@@ -251,6 +258,28 @@ const PROGRAMS: &[Program] = &[
 /// BTF tracepoints with another name on older kernels (same arguments first): (name, older
 /// name). io_uring_submit_sqe(req, force_nonblock) became io_uring_submit_req(req) in 6.2.
 const BTF_RENAMED: &[(&str, &str)] = &[("io_uring_submit_req", "io_uring_submit_sqe")];
+
+/// The entries `sys_enter_attr` is attached to: those of [`ATTR_CALLS`] that take a name from
+/// the caller's memory (fchmod, fchown and ftruncate take none).
+const ATTR_ENTRIES: &[&str] = &[
+    "sys_enter_chmod",
+    "sys_enter_fchmodat",
+    "sys_enter_fchmodat2",
+    "sys_enter_chown",
+    "sys_enter_lchown",
+    "sys_enter_fchownat",
+    "sys_enter_truncate",
+    "sys_enter_mkdir",
+    "sys_enter_mkdirat",
+    "sys_enter_setxattr",
+    "sys_enter_lsetxattr",
+    "sys_enter_fsetxattr",
+    "sys_enter_setxattrat",
+    "sys_enter_utimensat",
+    "sys_enter_utime",
+    "sys_enter_utimes",
+    "sys_enter_futimesat",
+];
 
 /// The exits `sys_exit_attr` is attached to (kernels without fchmodat2, 6.6, or setxattrat,
 /// 6.13, do not have those calls at all: not a gap).
@@ -892,7 +921,9 @@ fn attach_each(
     };
     let mut gaps = Vec::new();
     for tp in tracepoints {
-        let call = tp.trim_start_matches("sys_exit_");
+        let call = tp
+            .trim_start_matches("sys_exit_")
+            .trim_start_matches("sys_enter_");
         match prog
             .attach("syscalls", tp)
             .and_then(|id| prog.take_link(id))
@@ -989,7 +1020,12 @@ mod tests {
         // Syscall programs are attached by their name: each is a real tracepoint's.
         for p in PROGRAMS {
             if let Hook::Syscalls(tps, _) = p.hook {
-                assert!(tps.iter().all(|tp| tp.starts_with("sys_exit_")), "{tps:?}");
+                let at = if p.name.starts_with("sys_enter_") {
+                    "sys_enter_"
+                } else {
+                    "sys_exit_"
+                };
+                assert!(tps.iter().all(|tp| tp.starts_with(at)), "{tps:?}");
             }
             if let Hook::Syscall(tp) = p.hook {
                 assert_eq!(p.name, tp);
@@ -999,6 +1035,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_attribute_entries_are_the_exits_of_calls_that_take_a_name() {
+        // Each entry has its exit; an exit without an entry takes no name from the caller.
+        for tp in ATTR_ENTRIES {
+            let exit = tp.replacen("sys_enter_", "sys_exit_", 1);
+            assert!(ATTR_CALLS.contains(&exit.as_str()), "{tp}");
+        }
+        let by_fd: Vec<&str> = ATTR_CALLS
+            .iter()
+            .filter(|tp| {
+                let entry = tp.replacen("sys_exit_", "sys_enter_", 1);
+                !ATTR_ENTRIES.contains(&entry.as_str())
+            })
+            .copied()
+            .collect();
+        assert_eq!(
+            by_fd,
+            ["sys_exit_fchmod", "sys_exit_fchown", "sys_exit_ftruncate"]
+        );
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub const NOT_WATCHED: &[&str] = &[
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
-    "a rename's, delete's or link's name rewritten by another thread during the call and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
+    "a name rewritten by another thread during a rename, delete, link or attribute call (chmod, chown, truncate, mkdir, setxattr and its attribute name, utime) and back before its exit: the names are read from the caller's memory at the call's entry and exit, and only a difference between the two is seen (a `tamper` finding naming both; the kernel's own copy is not read)",
     "mounts and namespace changes made outside the traced tree (a helper, a container runtime, systemd, an automounter), and namespaces a child is made in by clone or clone3 with CLONE_NEW* flags (no `mounts` entry: the child's exec has its namespaces); of the traced tree's own mount, umount2, move_mount, open_tree, fs*, mount_setattr, pivot_root, chroot, unshare and setns calls, the paths given (but a tree's, taken from its descriptor), mount's and fsopen's filesystem type and fsconfig's key are read from the caller's memory when the call returns (`from_caller_memory`); mount's data (its options) and fsconfig's values are never read",
 ];
 
@@ -653,8 +653,8 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             )),
         ));
     }
-    // Renames, deletes and links whose names another thread rewrote during the call: one
-    // finding per process, with its first such call.
+    // Renames, deletes, links and attribute calls whose names another thread rewrote during
+    // the call: one finding per process, with its first such call.
     let mut raced: BTreeMap<u32, (&FileEntry, &RacedPaths, u64)> = BTreeMap::new();
     for (f, r) in parts
         .files
@@ -664,12 +664,17 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
         raced.entry(f.pid).or_insert((f, r, 0)).2 += 1;
     }
     for (pid, (f, r, n)) in raced {
-        // A rename's old and new path; a link's path and target; a delete's path.
-        let names = |path: &str, new_path: Option<&String>, link_to: Option<&String>| match new_path
-            .or(link_to)
-        {
-            Some(to) => format!("`{}` → `{}`", clean(path), clean(to)),
-            None => format!("`{}`", clean(path)),
+        // A rename's old and new path; a link's path and target; a delete's path; a
+        // setxattr's path and attribute name.
+        let names = |path: &str,
+                     new_path: Option<&String>,
+                     link_to: Option<&String>,
+                     xattr: Option<&String>| {
+            match (new_path.or(link_to), xattr) {
+                (Some(to), _) => format!("`{}` → `{}`", clean(path), clean(to)),
+                (None, Some(name)) => format!("`{}` ({})", clean(path), clean(name)),
+                (None, None) => format!("`{}`", clean(path)),
+            }
         };
         let step = processes
             .iter()
@@ -677,8 +682,10 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
             .map_or(ToolCallRef::Unset, |p| p.tool_call.clone());
         let what = if f.link.is_some() {
             "link"
-        } else {
+        } else if matches!(f.op, Op::Delete | Op::Rename) {
             f.op.attempt()
+        } else {
+            f.op.as_str()
         };
         out.push(Violation::in_step(
             step,
@@ -689,8 +696,18 @@ fn violations(parts: &Parts, lost: u64, policy: &Policy) -> Vec<Violation> {
                  call (the kernel used one of the two names): first its {what} of {} at its \
                  entry, {} at its exit",
                 if n == 1 { "" } else { "s" },
-                names(&r.path, r.new_path.as_ref(), r.link_to.as_ref()),
-                names(&f.path, f.new_path.as_ref(), f.link_to.as_ref()),
+                names(
+                    &r.path,
+                    r.new_path.as_ref(),
+                    r.link_to.as_ref(),
+                    r.xattr.as_ref()
+                ),
+                names(
+                    &f.path,
+                    f.new_path.as_ref(),
+                    f.link_to.as_ref(),
+                    f.xattr.as_ref()
+                ),
             ),
         ));
     }
@@ -1643,10 +1660,26 @@ fn counted(names: &[String]) -> String {
 /// An escalation finding as the violations and the summary say it: `pid 7 changed the mode of
 /// /w/x to 4755 (the setuid bit)`.
 fn escalation_summary(f: &FileEntry, why: &str) -> String {
-    let path = clean(&f.path);
+    // Raced names: both, the kernel used one.
+    let raced = f.raced.as_ref();
+    let path = match raced.filter(|r| r.path != f.path) {
+        Some(r) => format!(
+            "{} or {} (its names were rewritten during the call)",
+            clean(&f.path),
+            clean(&r.path)
+        ),
+        None => clean(&f.path),
+    };
     let to = match (&f.mode, &f.xattr) {
         (Some(mode), _) if f.op == Op::Chmod => format!(" to {mode}"),
-        (_, Some(name)) => format!(" ({})", clean(name)),
+        (_, Some(name)) => match raced.and_then(|r| r.xattr.as_ref()).filter(|n| *n != name) {
+            Some(other) => format!(
+                " ({} or {}: the name was rewritten during the call)",
+                clean(name),
+                clean(other)
+            ),
+            None => format!(" ({})", clean(name)),
+        },
         _ => String::new(),
     };
     match &f.result {

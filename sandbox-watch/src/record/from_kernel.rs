@@ -236,7 +236,7 @@ pub fn attr(classifier: &Classifier, a: &decode::Attr) -> Record {
             result: errno_name(a.result),
         }));
     }
-    let (c, same_inode_as) = match a.file {
+    let (mut c, same_inode_as) = match a.file {
         Some((dev, ino, magic)) => {
             classifier.classify_file(&a.path, magic, a.path_truncated, true, (dev, ino))
         }
@@ -245,15 +245,37 @@ pub fn attr(classifier: &Classifier, a: &decode::Attr) -> Record {
             None,
         ),
     };
+    // Judged by the names at the call's exit and, when a thread rewrote them during the call,
+    // at its entry too: the kernel used one of the two.
+    let raced = a.raced.as_ref().map(|(path, xattr)| RacedPaths {
+        path: path.clone(),
+        new_path: None,
+        link_to: None,
+        xattr: xattr.clone(),
+    });
+    if let Some(r) = raced.as_ref().filter(|r| r.path != a.path) {
+        let at_entry = classifier.classify(&r.path, 0, a.path_truncated, true);
+        c.credential |= at_entry.credential;
+        c.persistence |= at_entry.persistence;
+    }
     let id = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);
     let mode = matches!(op, Op::Chmod | Op::Mkdir).then(|| format!("{:o}", a.value & 0o7777));
+    let magic = a.file.map_or(0, |f| f.2);
+    let paths = [Some(&a.path), raced.as_ref().map(|r| &r.path)];
+    let names = [
+        a.name.as_ref(),
+        raced.as_ref().and_then(|r| r.xattr.as_ref()),
+    ];
     let escalation = match op {
         Op::Chmod => crate::judge::escalation::of_chmod(a.value),
-        Op::Setxattr => a
-            .name
-            .as_deref()
-            .and_then(crate::judge::escalation::of_xattr),
-        Op::Truncate => crate::judge::escalation::of_write(&a.path, a.file.map_or(0, |f| f.2)),
+        Op::Setxattr => names
+            .into_iter()
+            .flatten()
+            .find_map(|n| crate::judge::escalation::of_xattr(n)),
+        Op::Truncate => paths
+            .into_iter()
+            .flatten()
+            .find_map(|p| crate::judge::escalation::of_write(p, magic)),
         _ => None,
     };
     let mut entry = FileEntry {
@@ -271,6 +293,7 @@ pub fn attr(classifier: &Classifier, a: &decode::Attr) -> Record {
         length: (op == Op::Truncate).then_some(a.value),
         xattr: a.name.clone(),
         escalation,
+        raced,
         ..named(a.header.tgid, op, a.path.clone())
     };
     if let Some((dev, ino, magic)) = a.file {
@@ -384,6 +407,7 @@ pub fn path_op(classifier: &Classifier, op: Op, p: &PathOp) -> Record {
         path: path.clone(),
         new_path: new_path.clone(),
         link_to: None,
+        xattr: None,
     });
     let mut credential = false;
     let mut persistence = false;
@@ -425,6 +449,7 @@ pub fn link(classifier: &Classifier, p: &PathOp, symbolic: bool) -> Record {
         path: at.clone().unwrap_or_default(),
         new_path: None,
         link_to: Some(to.clone()),
+        xattr: None,
     });
     let at_entry = raced
         .as_ref()
@@ -821,6 +846,80 @@ fn net_syscall(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn setxattr(path: &str, name: &str, raced: Option<(&str, Option<&str>)>) -> decode::Attr {
+        decode::Attr {
+            header: Header {
+                tgid: 5,
+                pid: 5,
+                ktime_ns: 1,
+                start_ns: 1,
+                seq: 0,
+            },
+            op: decode::AttrOp::Setxattr,
+            syscall: sandbox_watch_common::attr::nr::SETXATTR,
+            path: path.into(),
+            path_truncated: false,
+            file: None,
+            value: 0,
+            value2: 0,
+            name: Some(name.into()),
+            name_truncated: false,
+            result: 0,
+            via_io_uring: false,
+            raced: raced.map(|(p, n)| (p.to_string(), n.map(str::to_string))),
+        }
+    }
+
+    fn entry(r: Record) -> FileEntry {
+        match r {
+            Record::File(f) => f,
+            r => panic!("{r:?}"),
+        }
+    }
+
+    #[test]
+    fn an_attribute_call_raced_is_judged_by_both_names() {
+        let c = Classifier::new(&[]).unwrap();
+        // The exit read the decoy; the entry security.capability: an escalation, both named.
+        let e = entry(attr(
+            &c,
+            &setxattr(
+                "/tmp/f",
+                "user.x",
+                Some(("/tmp/f", Some("security.capability"))),
+            ),
+        ));
+        assert!(e.escalation.is_some(), "{e:?}");
+        let r = e.raced.as_ref().unwrap();
+        assert_eq!(
+            (r.path.as_str(), r.xattr.as_deref()),
+            ("/tmp/f", Some("security.capability"))
+        );
+        assert_eq!(e.xattr.as_deref(), Some("user.x"));
+        // The other way round too, and not without the race.
+        let e = entry(attr(
+            &c,
+            &setxattr(
+                "/tmp/f",
+                "security.capability",
+                Some(("/tmp/f", Some("user.x"))),
+            ),
+        ));
+        assert!(e.escalation.is_some(), "{e:?}");
+        let e = entry(attr(&c, &setxattr("/tmp/f", "user.x", None)));
+        assert!(e.escalation.is_none() && e.raced.is_none(), "{e:?}");
+        // A path raced to a persistence file: persistence.
+        let e = entry(attr(
+            &c,
+            &setxattr(
+                "/tmp/f",
+                "user.x",
+                Some(("/home/alice/.bashrc", Some("user.x"))),
+            ),
+        ));
+        assert!(e.persistence && e.escalation.is_none(), "{e:?}");
+    }
 
     fn ev(op: KernelNetOp, result: i32, sock: u64) -> Net {
         Net {

@@ -119,6 +119,9 @@ pub struct RacedPaths {
     pub new_path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub link_to: Option<String>,
+    /// A setxattr's attribute name at the call's entry.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xattr: Option<String>,
 }
 
 fn one() -> u64 {
