@@ -326,6 +326,22 @@ fn records_at(r: &Run, path: &Path, op: &str) -> Vec<Value> {
 }
 
 /// The attack's `truth I WHAT` lines: WHAT of each call, in order.
+/// `run` of a race attack, made again (up to three runs) while its log has no raced record:
+/// on a host loaded by other work the flipping thread can be off its CPU for whole calls, and
+/// then no name changes during one (seen here with the 6.1 guest running beside the test).
+/// A monitor that misses every race still fails: all three runs have none.
+fn run_race(args: &[&str], command: &[&str]) -> Run {
+    let mut attempt = 1;
+    loop {
+        let r = run(args, command);
+        if attempt == 3 || r.log_text().contains("\"raced\"") {
+            return r;
+        }
+        println!("run {attempt}: no raced record in the log; once more");
+        attempt += 1;
+    }
+}
+
 fn truths(r: &Run) -> Vec<String> {
     String::from_utf8_lossy(&r.output.stdout)
         .lines()
@@ -351,7 +367,7 @@ fn an_xattr_name_rewritten_during_setxattr_is_tamper_and_judged_by_both() {
     // A plain setxattr first: names nobody rewrote are not a race.
     let plain = dir.path().join("plain");
     std::fs::write(&plain, "x").unwrap();
-    let r = run(
+    let r = run_race(
         &["--fail-on", "tamper,escalation"],
         &[
             "sh",
@@ -420,7 +436,13 @@ fn an_xattr_name_rewritten_during_setxattr_is_tamper_and_judged_by_both() {
             .contains(&format!("{raced} calls rewritten by another thread")),
         "{t:#?}"
     );
-    assert!(t[0].summary.contains(CAP), "{t:#?}");
+    // It names the first raced call: this file's setxattr (its two names may both be torn
+    // copies, half one name and half the other, as in one run here).
+    assert!(
+        t[0].summary
+            .contains(&format!("its setxattr of `{}`", text(&file))),
+        "{t:#?}"
+    );
     // The escalations name security.capability, with the decoy beside it where the call's
     // exit read the decoy (before, such a call was no finding at all).
     let e = escalations(&r);
@@ -451,7 +473,7 @@ fn a_path_rewritten_during_chmod_names_both_and_is_tamper() {
     for p in [&target, &decoy] {
         std::fs::write(p, "#!/bin/sh\n").unwrap();
     }
-    let r = run(
+    let r = run_race(
         &["--fail-on", "tamper"],
         &[
             env!("CARGO_BIN_EXE_attack_attr_race"),
