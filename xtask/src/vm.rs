@@ -47,16 +47,17 @@ use outcome::*;
 
 /// The integration test binaries run in the guest (cargo's test target names) and the exact
 /// names of the tests each runs. A named test that does not exist is a failure, not a pass.
+///
+/// A choice, not every test: under TCG a test takes 20-60 s (each capture verifies every BPF
+/// program again), and the 76 tests this list once held ran past the 40-minute limit. Every
+/// capture loads and verifies the whole object on 6.1, so any test checks that it loads; the
+/// tests here are those whose hooks behave differently there: the fentry open hook and what
+/// it sees (io_uring, links, mounts, handles), 6.1's tracepoints for writes, attributes,
+/// modules and mounts, and the tamper hooks.
 const GUEST_TESTS: &[(&str, &[&str])] = &[
     (
         "process",
-        &[
-            "exec_chain_keeps_argv_with_spaces_and_cwd",
-            "exit_code_and_signal_are_reported",
-            "burst_of_500_execs_is_complete",
-            "unshare_sandbox_inside_and_nsenter_back_outside",
-            "run_mode_captures_the_very_first_exec",
-        ],
+        &["unshare_sandbox_inside_and_nsenter_back_outside"],
     ),
     (
         "files",
@@ -65,43 +66,19 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
             "the_open_hook_states_what_it_cannot_see",
             "io_uring_opens_are_seen_by_fentry_or_at_their_completion",
             "create_write_rename_delete_and_persistence",
-            "symlinks_and_relative_paths_are_resolved_by_the_kernel",
-            "an_open_storm_is_one_entry_with_its_count",
-            "opens_that_fail_are_reported_for_secrets_and_refusals",
-            "links_are_created_files_judged_by_where_they_are_and_what_they_point_to",
         ],
     ),
-    (
-        "output",
-        &[
-            "what_each_program_printed_is_counted_and_hashed_as_printed",
-            "an_output_flood_pushes_out_no_other_record",
-            "capture_output_keeps_redacted_text_but_never_a_credential_readers_or_an_untraced_ones",
-        ],
-    ),
+    ("output", &["an_output_flood_pushes_out_no_other_record"]),
     (
         "network",
-        &[
-            "listener_ok_connect_and_refused_connect_on_v4_and_v6",
-            "sandboxed_connect_is_inside_and_nsenter_back_is_outside",
-            "non_blocking_connects_get_their_outcome",
-            "dns_names_through_sendto_and_a_connected_socket",
-        ],
+        &["listener_ok_connect_and_refused_connect_on_v4_and_v6"],
     ),
     (
         "net_kernel",
         &[
             "io_uring_connects_inline_in_io_wq_and_sqpoll_are_connects_with_the_kernels_destination",
             "fastopen_sendto_and_sendmsg_are_connects",
-            "udp_datagrams_to_any_port_are_one_send_entry_with_the_kernels_counts",
             "raw_icmp_is_a_send_entry",
-            "setns_back_to_the_host_then_io_uring_udp_is_outside",
-            "an_accepted_inbound_connection_has_the_dialers_address_and_port",
-            "a_sockaddr_rewritten_during_connect_is_recorded_where_it_went_and_flagged",
-            "a_descriptor_swapped_during_connect_keeps_the_kernels_socket_namespace",
-            "af_packet_frames_are_one_send_entry_naming_the_device",
-            // Not `vsock_connects_name_the_cid_and_port_the_kernels_socket_holds`: the guest
-            // has no vsock (Debian builds it as a module, and the guest loads only 9p's).
         ],
     ),
     (
@@ -109,19 +86,9 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         &[
             "a_key_read_through_a_hard_link_is_a_credential_read",
             "a_key_read_through_a_bind_mount_is_a_credential_read",
-            "a_key_read_through_a_detached_tree_is_a_credential_read",
             "a_key_opened_by_handle_is_a_credential_read",
             "an_o_path_open_is_not_a_read_and_the_reads_after_it_are_all_counted",
-            "a_shell_start_file_written_through_a_hard_link_is_persistence",
-            "names_through_proc_self_fd_are_the_paths_the_kernel_resolved",
-            "reads_of_files_that_reuse_an_inode_number_are_each_seen",
-            "renames_links_and_deletes_through_io_uring_are_entries_with_their_flags",
             "a_name_rewritten_during_rename_names_both_and_is_tamper",
-            "a_key_read_through_an_unprivileged_bind_mount_is_a_credential_read",
-            "a_credential_created_during_the_capture_is_flagged_by_its_path",
-            "a_directory_moved_where_its_files_would_run_is_persistence",
-            "ten_thousand_files_read_once_each_are_all_counted_after_pid_reuse",
-            "read_counts_stay_with_their_process_after_pid_reuse",
         ],
     ),
     (
@@ -129,39 +96,24 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         &[
             "a_write_through_an_inherited_descriptor_is_a_write",
             "a_write_through_a_descriptor_taken_with_pidfd_getfd_is_persistence",
-            "a_write_through_a_descriptor_opened_before_attach_is_persistence",
-            // The guest's /tmp is tmpfs: both stores dirty no page there, only the mtime.
-            "a_store_into_a_shared_mapping_is_a_write",
+            // The guest's /tmp is tmpfs: the store dirties no page there, only the mtime.
             "a_store_into_a_shared_mapping_of_a_tmpfs_file_is_a_write",
             "reads_that_update_the_atime_are_not_writes",
-            "a_shell_start_file_written_through_an_inherited_link_is_persistence",
-            "a_write_storm_of_files_opened_in_the_capture_is_one_entry_per_file",
-            "a_file_truncated_by_its_open_is_one_write_entry",
         ],
     ),
     (
         "file_attrs",
         &[
             "a_setuid_bit_set_is_an_escalation_and_fails_on_it",
-            "file_capabilities_set_are_an_escalation",
-            "a_write_open_of_core_pattern_is_an_escalation",
             // 6.1 has module support: the modprobe setting this host's 6.18 lacks.
             "a_write_to_modprobe_is_an_escalation",
             "a_binfmt_misc_registration_is_an_escalation",
-            "plain_attribute_changes_are_entries_without_a_violation",
-            "an_xattr_name_rewritten_during_setxattr_is_tamper_and_judged_by_both",
-            "a_path_rewritten_during_chmod_names_both_and_is_tamper",
         ],
     ),
     (
         "mounts",
         &[
             "a_bind_mount_as_root_is_a_mount_record_and_the_key_read_through_it_a_credential",
-            "an_unprivileged_bind_mount_in_a_user_namespace_is_a_mount_record",
-            "open_tree_and_move_mount_name_the_tree_from_the_kernel",
-            "pivot_root_names_the_new_root_and_the_key_read_under_it_is_a_credential",
-            "chroot_names_the_new_root_and_the_key_read_in_it_is_a_credential",
-            "setns_names_the_namespace_entered_and_a_key_read_there_is_a_credential",
             // 6.1 has no open_tree_attr (6.15): the gap is named there.
             "a_mount_call_this_kernel_lacks_is_a_named_gap",
         ],
@@ -172,16 +124,10 @@ const GUEST_TESTS: &[(&str, &[&str])] = &[
         &[
             "untrace_through_bpf_is_tamper_and_the_agent_stays_traced",
             "blinding_the_monitor_is_tamper_and_its_loss_is_counted",
-            "reaching_into_the_monitor_is_tamper",
-            "a_killed_monitor_leaves_an_unended_log_with_what_came_before",
-            "a_rechained_log_fails_against_the_printed_anchor",
             "writes_to_frozen_maps_fail_and_every_bpf_write_is_tamper",
             // 6.1 has the init_module/finit_module tracepoints (this host's 6.18 has no
             // module support): the tamper branch of the test runs there.
             "a_kernel_module_load_is_tamper_or_a_named_gap",
-            // Not `thousands_of_threads_in_connect_hide_nothing`: 16,500 threads under TCG
-            // did not finish in 8 minutes; the exits it relies on (sw_syscall_args) run on
-            // 6.1 in the files and network tests.
         ],
     ),
 ];
