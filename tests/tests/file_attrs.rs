@@ -342,6 +342,18 @@ fn run_race(args: &[&str], command: &[&str]) -> Run {
     }
 }
 
+/// The process's one `tamper` finding for its `raced` calls, which it counts.
+fn one_race_finding(r: &Run, raced: usize) -> Vec<&Violation> {
+    let t = r.violations_of(ViolationKind::Tamper);
+    assert_eq!(t.len(), 1, "one finding for the process: {t:#?}");
+    assert!(
+        t[0].summary
+            .contains(&format!("{raced} calls rewritten by another thread")),
+        "{t:#?}"
+    );
+    t
+}
+
 fn truths(r: &Run) -> Vec<String> {
     String::from_utf8_lossy(&r.output.stdout)
         .lines()
@@ -429,13 +441,7 @@ fn an_xattr_name_rewritten_during_setxattr_is_tamper_and_judged_by_both() {
         "real capability sets: {real}; named by the record: {named}; raced: {raced}; records naming {CAP}: {naming_cap}"
     );
     assert!(real > 0 && raced > 0, "real {real}, raced {raced}");
-    let t = r.violations_of(ViolationKind::Tamper);
-    assert_eq!(t.len(), 1, "one finding for the process: {t:#?}");
-    assert!(
-        t[0].summary
-            .contains(&format!("{raced} calls rewritten by another thread")),
-        "{t:#?}"
-    );
+    let t = one_race_finding(&r, raced);
     // It names the first raced call: this file's setxattr (its two names may both be torn
     // copies, half one name and half the other, as in one run here).
     assert!(
@@ -509,11 +515,5 @@ fn a_path_rewritten_during_chmod_names_both_and_is_tamper() {
     }
     println!("real chmod u+s of the target: {real}; named by the record: {named}; raced: {raced}");
     assert!(real > 0 && raced > 0, "real {real}, raced {raced}");
-    let t = r.violations_of(ViolationKind::Tamper);
-    assert_eq!(t.len(), 1, "one finding for the process: {t:#?}");
-    assert!(
-        t[0].summary
-            .contains(&format!("{raced} calls rewritten by another thread")),
-        "{t:#?}"
-    );
+    one_race_finding(&r, raced);
 }
