@@ -35,6 +35,17 @@ pub const VIA_IO_URING: u32 = 1 << 5;
 /// attribute name, the path's name and the attribute's name at the entry (each NUL-ended,
 /// empty when the call has none).
 pub const NAMES_AT_ENTRY: u32 = 1 << 6;
+/// [`FileEvent::flags`] of an open for write of a regular file that was there before it: the
+/// open itself changed the file (O_TRUNC: the kernel truncated it inside the call).
+pub const OPEN_MODIFIED: u32 = 1 << 7;
+
+/// What the kernel's map `WRITTEN` holds for a process's file (issue 15 item 5).
+pub mod written {
+    /// Opened for write in the capture; nothing written through it yet.
+    pub const OPENED: u8 = 1;
+    /// Written (or truncated) since its last open for write, or dirtied with no open seen.
+    pub const MODIFIED: u8 = 2;
+}
 
 /// What follows the header. The numbers are fixed: logs and tests depend on them.
 ///
@@ -108,6 +119,11 @@ pub enum EventKind {
     /// [`FileEvent`] with dev, ino, generation and the path of the inode's first dentry from
     /// its filesystem's root (`PATH_FROM_INODE`), from `tp_btf/writeback_mark_inode_dirty`.
     InodeDirty = 32,
+    /// A file a traced task opened for write in this capture was changed after that open (a
+    /// write call that wrote, or the kernel dirtying its data: a store into a mapping, an
+    /// io_uring write): a [`FileEvent`] with dev, ino and generation, no path. Sent once per
+    /// open for write.
+    FileModified = 33,
     // 35–36: mount and namespace changes (issue 15 item 3).
     /// A traced task's mount or namespace call returned (mount, umount2, move_mount,
     /// open_tree, fsopen, fsconfig, fsmount, fspick, mount_setattr, pivot_root, chroot,
@@ -117,7 +133,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 24] = [
+    pub const ALL: [EventKind; 25] = [
         Self::Fork,
         Self::Exec,
         Self::Exit,
@@ -139,6 +155,7 @@ impl EventKind {
         Self::NetFlow,
         Self::Attr,
         Self::InodeDirty,
+        Self::FileModified,
         Self::Mount,
         Self::ExecFailed,
         Self::Output,
@@ -169,6 +186,7 @@ impl EventKind {
             22 => Self::NetFlow,
             30 => Self::Attr,
             32 => Self::InodeDirty,
+            33 => Self::FileModified,
             35 => Self::Mount,
             _ => return None,
         })
@@ -199,6 +217,7 @@ impl EventKind {
             Self::NetFlow => "net_flow",
             Self::Attr => "attr",
             Self::InodeDirty => "inode_dirty",
+            Self::FileModified => "file_modified",
             Self::Mount => "mount",
         }
     }
@@ -228,7 +247,7 @@ impl EventKind {
             Self::NetConn | Self::NetConnEnd => core::mem::size_of::<ConnEvent>(),
             Self::NetFlow => core::mem::size_of::<FlowEvent>(),
             Self::Attr => core::mem::size_of::<AttrEvent>(),
-            Self::InodeDirty => core::mem::size_of::<FileEvent>(),
+            Self::InodeDirty | Self::FileModified => core::mem::size_of::<FileEvent>(),
             Self::Mount => core::mem::size_of::<MountEvent>(),
         }
     }
@@ -294,7 +313,8 @@ const _: () = {
             | EventKind::NetFlow
             | EventKind::Attr
             | EventKind::InodeDirty
-            | EventKind::Mount => 24,
+            | EventKind::FileModified
+            | EventKind::Mount => 25,
         }
     }
     assert!(
@@ -308,6 +328,9 @@ pub mod abi {
     /// `file->f_mode`: opened for writing; the open created the file.
     pub const FMODE_WRITE: u32 = 0x2;
     pub const FMODE_CREATED: u32 = 0x10_0000;
+    /// `inode->i_mode`: the file type bits, and a regular file's.
+    pub const S_IFMT: u32 = 0o170_000;
+    pub const S_IFREG: u32 = 0o100_000;
     /// `file->f_mode` of an O_PATH descriptor (the same on 6.1 and 6.18): no read, no write.
     pub const FMODE_PATH: u32 = 0x4000;
     /// Open flags (x86-64 and the generic ones: the values are the same on arm64).

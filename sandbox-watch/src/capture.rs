@@ -23,7 +23,8 @@ use crate::output::evidence::LogWriter;
 use crate::output::report::{self, LogInfo, ProbeInfo, ProcessEntry, Report, Target};
 use crate::record::from_kernel::{self, Sockets};
 use crate::record::{
-    self, End, FileCount, FileHash, Listening, Logged, Op, Record, Start, StartAgent, Tamper,
+    self, End, FileCount, FileHash, FileModified, Listening, Logged, Op, Record, Start, StartAgent,
+    Tamper,
 };
 use crate::state::processes::Existing;
 use crate::state::session::{Applied, Session};
@@ -643,6 +644,22 @@ impl Capture {
                 {
                     self.reads.track(key, a.index());
                 }
+            }
+            Event::FileModified {
+                header, dev, ino, ..
+            } => {
+                let dev = crate::state::files::dev_string(dev);
+                let files = &self.session.files;
+                let path = files
+                    .opened_for_write(header.tgid, &dev, ino)
+                    .map(|i| files.entries[i].path.clone());
+                let m = FileModified {
+                    pid: header.tgid,
+                    path,
+                    dev,
+                    ino,
+                };
+                self.emit(at, Record::FileModified(m));
             }
             Event::Net(net) => {
                 let at_text = self.clock.rfc3339(at);

@@ -25,13 +25,16 @@ use sandbox_watch_common::{
     EventKind, FileEvent, InodeKey, LINK_SYMBOLIC, NAMES_AT_ENTRY, NEW_PATH_TRUNCATED,
     PATH_AS_GIVEN, PATH_FROM_DIR_AND_NAME, PATH_FROM_FILE, PATH_FROM_INODE, PATH_MAX,
     PATH_TRUNCATED, ReadKey,
+    written::{MODIFIED, OPENED},
 };
 
 use super::syscall::{RET, arg, syscall_programs};
-use crate::{current_task, current_tgid, header, is_traced, kernel::*, scratch, submit};
+use crate::{
+    current_task, current_tgid, header, is_traced, kernel::*, scratch, submit, submit_value,
+};
 
 use sandbox_watch_common::abi::{
-    FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY,
+    FMODE_CREATED, FMODE_PATH, FMODE_WRITE, O_CREAT, O_TRUNC, O_WRONLY, S_IFMT, S_IFREG,
 };
 
 pub(crate) const AT_FDCWD: i64 = -100;
@@ -53,10 +56,11 @@ static READS: HashMap<ReadKey, u64> = HashMap::with_max_entries(32768, 0);
 static ALWAYS: HashMap<InodeKey, u8> = HashMap::with_max_entries(16384, 0);
 
 /// Files a process is known to write in this capture, by process (with its start) and inode
-/// (with its generation; `name_key` is 0): entered at every open for write the capture sees,
-/// and at the first dirtying of any other file, so a write storm is one record per file. An
-/// LRU: a file pushed out by 65,536 newer ones is sent again at its next dirtying (the
-/// userspace folds it into the entry it has).
+/// (with its generation; `name_key` is 0), with their state (`written::*`): `OPENED` at every
+/// open for write the capture sees, `MODIFIED` at the first write through it (sent then, once
+/// per open, as `FileModified`) and at the first dirtying of any other file, so a write storm
+/// is one record per file. An LRU: a file pushed out by 65,536 newer ones is sent again at its
+/// next dirtying (the userspace folds it into the entry it has).
 #[map]
 static WRITTEN: LruHashMap<ReadKey, u8> = LruHashMap::with_max_entries(65536, 0);
 
@@ -73,14 +77,59 @@ fn written_key(tgid: u32, dev: u32, ino: u64, start_ns: u64, generation: u32) ->
     }
 }
 
-/// Enters a write the capture knows of; false when the map refused it (counted).
+/// Enters a file's state; false when the map refused it (counted).
 #[inline(always)]
-fn note_written(key: &ReadKey) -> bool {
-    if WRITTEN.insert(key, 1, 0).is_err() {
+fn note_written(key: &ReadKey, state: u8) -> bool {
+    if WRITTEN.insert(key, state, 0).is_err() {
         crate::count_fail(sandbox_watch_common::fails::WRITTEN);
         return false;
     }
     true
+}
+
+/// Whether an open truncated the file: the caller asked for O_TRUNC (`given`: the flags the
+/// call was given, 0 where the hook does not have them) of a regular file the open did not
+/// create. The kernel then truncates it inside the call, before the open is reported (and sets
+/// its times, even when it was empty already).
+#[inline(always)]
+fn truncates(given: u32, f_mode: u32, inode: Ptr) -> bool {
+    given & O_TRUNC != 0
+        && f_mode & FMODE_CREATED == 0
+        && unsafe { sw_inode_mode(inode) } & S_IFMT == S_IFREG
+}
+
+/// The file `key` names, open for write with nothing written yet (`OPENED`), was written
+/// through: it is `MODIFIED`, and its entry is told (`FileModified`, no path).
+#[inline(always)]
+fn modified(key: &ReadKey) {
+    note_written(key, MODIFIED);
+    let mut e = FileEvent {
+        header: header(EventKind::FileModified, key.tgid, key.start_ns),
+        ino: key.ino,
+        dev: key.dev,
+        generation: key.generation,
+        ..Default::default()
+    };
+    submit_value(EventKind::FileModified, &mut e);
+}
+
+/// At the exit of a traced task's write call that wrote to `fd`, a file that is not its
+/// standard stream (`probes/output.rs`): an open for write of it is modified. A write into
+/// pages still dirty from a write in the same clock tick dirties nothing, so the dirtying hook
+/// alone would miss it (`echo a >> f; echo b >> f`).
+#[inline(always)]
+pub(crate) fn wrote(tgid: u32, start_ns: u64, fd: u32) {
+    let inode = unsafe { sw_current_fd_inode(fd) };
+    if inode.is_null() {
+        return;
+    }
+    let dev = unsafe { sw_inode_dev(inode) };
+    let ino = unsafe { sw_inode_ino(inode) };
+    let generation = unsafe { sw_inode_generation(inode) };
+    let key = written_key(tgid, dev, ino, start_ns, generation);
+    if unsafe { WRITTEN.get(key) }.copied() == Some(OPENED) {
+        modified(&key);
+    }
 }
 
 // ---- writes: where the kernel dirties the inode ----
@@ -108,14 +157,10 @@ const NO_SYSCALL: i64 = -1;
 /// read looks the same, so the call tells them apart) or from no call at all: a store into a
 /// shared mapping of a file whose filesystem has no `page_mkwrite` (tmpfs, /dev/shm) dirties no
 /// page the kernel writes back, only the mtime (`file_update_time` at the fault), while a read
-/// updates the atime inside its call (read(2), mmap(2), execve), never at a fault. Not inside
-/// an open call: the open's exit is the record, entered in `WRITTEN` then.
+/// updates the atime inside its call (read(2), mmap(2), execve), never at a fault. `nr`: the
+/// task's syscall, not an open (see `writeback_mark_inode_dirty`).
 #[inline(always)]
-fn is_data_write(flags: u32) -> bool {
-    let nr = unsafe { sw_syscall_nr() };
-    if OPEN_CALLS.contains(&nr) {
-        return false;
-    }
+fn is_data_write(flags: u32, nr: i64) -> bool {
     if flags & unsafe { sw_dirty_pages_flag() } != 0 {
         return true;
     }
@@ -131,7 +176,9 @@ pub fn writeback_mark_inode_dirty(ctx: BtfTracePointContext) -> i32 {
     }
     let inode: Ptr = ctx.arg(0);
     let flags: i32 = ctx.arg(1);
-    if !is_data_write(flags as u32) {
+    let nr = unsafe { sw_syscall_nr() };
+    // Not inside an open call: the open is the record (a truncation by it is its own flag).
+    if OPEN_CALLS.contains(&nr) || !is_data_write(flags as u32, nr) {
         return 0;
     }
     let dev = unsafe { sw_inode_dev(inode) };
@@ -139,10 +186,15 @@ pub fn writeback_mark_inode_dirty(ctx: BtfTracePointContext) -> i32 {
     let generation = unsafe { sw_inode_generation(inode) };
     let start_ns = unsafe { sw_task_start_ns(current_task()) };
     let key = written_key(tgid, dev, ino, start_ns, generation);
-    if unsafe { WRITTEN.get(key) }.is_some() {
-        return 0;
+    match unsafe { WRITTEN.get(key) }.copied() {
+        Some(OPENED) => {
+            modified(&key);
+            return 0;
+        }
+        Some(_) => return 0,
+        None => {}
     }
-    note_written(&key);
+    note_written(&key, MODIFIED);
     let Some(base) = scratch() else { return 0 };
     let event = base.cast::<FileEvent>();
     let tail = unsafe { base.add(core::mem::size_of::<FileEvent>()) };
@@ -203,7 +255,10 @@ fn exit_open_by_handle(ctx: &TracePointContext) -> u32 {
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
-        report_open(file, 0);
+        // open_by_handle_at(mount_fd, handle, flags)
+        let mut a = [0u64; 4];
+        unsafe { sw_syscall_args(a.as_mut_ptr()) };
+        report_open(file, 0, a[2] as u32);
     }
     0
 }
@@ -229,32 +284,33 @@ fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
         return 0;
     }
     let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
-    if ret < 0 {
-        if missing(ret) {
-            return 0;
-        }
-        // No file to read: the path and flags as the caller gave them (still in the saved
-        // registers at the exit).
-        let mut a = [0u64; 4];
-        unsafe { sw_syscall_args(a.as_mut_ptr()) };
-        let (dirfd, name, flags) = match args {
-            Args::DirNameFlags => (a[0] as i32 as i64, a[1], a[2] as u32),
-            Args::NameFlags => (AT_FDCWD, a[0], a[1] as u32),
-            Args::Name => (AT_FDCWD, a[0], O_WRONLY_CREAT_TRUNC),
-            Args::DirNameHow => {
-                let mut flags: u64 = 0;
-                unsafe {
-                    bpf_probe_read_user((&raw mut flags).cast(), 8, a[2] as *const _);
-                }
-                (a[0] as i32 as i64, a[1], flags as u32)
+    if ret < 0 && missing(ret) {
+        return 0;
+    }
+    // The path and flags as the caller gave them (still in the saved registers at the exit;
+    // openat2's flags in the caller's memory).
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
+    let (dirfd, name, flags) = match args {
+        Args::DirNameFlags => (a[0] as i32 as i64, a[1], a[2] as u32),
+        Args::NameFlags => (AT_FDCWD, a[0], a[1] as u32),
+        Args::Name => (AT_FDCWD, a[0], O_WRONLY_CREAT_TRUNC),
+        Args::DirNameHow => {
+            let mut flags: u64 = 0;
+            unsafe {
+                bpf_probe_read_user((&raw mut flags).cast(), 8, a[2] as *const _);
             }
-        };
+            (a[0] as i32 as i64, a[1], flags as u32)
+        }
+    };
+    if ret < 0 {
+        // No file to read.
         report_failed_open(dirfd, name, flags, ret as i32);
         return 0;
     }
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
-        report_open(file, 0);
+        report_open(file, 0, flags);
     }
     0
 }
@@ -311,9 +367,28 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
         return 0;
     }
     let file: Ptr = ctx.arg(0);
-    // f_flags has lost O_CREAT/O_TRUNC by now; FMODE_CREATED in f_mode says "created".
-    report_open(file, 0);
+    // FMODE_CREATED in f_mode says "created"; an O_TRUNC has not truncated yet (the exit,
+    // `do_sys_openat2_exit`, tells it).
+    report_open(file, 0, 0);
     0
+}
+
+/// Where fentry runs, an open is reported at `security_file_open`, before an O_TRUNC open
+/// truncates the file: at the open's exit (`given`: its flags), such an open is modified.
+#[inline(always)]
+fn truncated_after_report(file: Ptr, f_mode: u32, given: u32) {
+    let inode = unsafe { sw_file_inode(file) };
+    if !truncates(given, f_mode, inode) {
+        return;
+    }
+    let key = written_key(
+        current_tgid(),
+        unsafe { sw_inode_dev(inode) },
+        unsafe { sw_inode_ino(inode) },
+        unsafe { sw_task_start_ns(current_task()) },
+        unsafe { sw_inode_generation(inode) },
+    );
+    modified(&key);
 }
 
 /// Where fentry runs, the syscall tracepoints do not: opens that fail before the file exists
@@ -325,11 +400,21 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
         return 0;
     }
     let ret: i64 = ctx.arg(3);
+    let how: u64 = ctx.arg(2);
+    let mut flags: u64 = 0;
+    unsafe { bpf_probe_read_kernel((&raw mut flags).cast(), 8, how as *const _) };
     if ret >= 0 {
-        // O_PATH opens never reach `security_file_open`: they are sent from here.
         let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
-        if !file.is_null() && unsafe { sw_file_mode(file) } & FMODE_PATH != 0 {
-            report_open(file, 0);
+        if file.is_null() {
+            return 0;
+        }
+        let f_mode = unsafe { sw_file_mode(file) };
+        // O_PATH opens never reach `security_file_open`: they are sent from here.
+        if f_mode & FMODE_PATH != 0 {
+            report_open(file, 0, 0);
+        } else if f_mode & FMODE_WRITE != 0 {
+            // Reported at `security_file_open`, before an O_TRUNC truncated it.
+            truncated_after_report(file, f_mode, flags as u32);
         }
         return 0;
     }
@@ -338,9 +423,6 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
     }
     let dirfd: i32 = ctx.arg(0);
     let name: u64 = ctx.arg(1);
-    let how: u64 = ctx.arg(2);
-    let mut flags: u64 = 0;
-    unsafe { bpf_probe_read_kernel((&raw mut flags).cast(), 8, how as *const _) };
     report_failed_open(dirfd as i64, name, flags as u32, ret as i32);
     0
 }
@@ -348,9 +430,10 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
 /// Sends one open, unless it is a plain read this process already made of this inode by this
 /// name (then it is only counted). O_PATH opens (no read, no write) and opens of `ALWAYS`
 /// inodes are always sent. `via` goes into the record's flags ([`VIA_IO_URING`] for an open
-/// seen at its io_uring completion).
+/// seen at its io_uring completion). `given`: the flags the call was given, where the hook has
+/// them (an O_TRUNC in them is told apart: `truncates`), else 0.
 #[inline(always)]
-pub(crate) fn report_open(file: Ptr, via: u32) {
+pub(crate) fn report_open(file: Ptr, via: u32, given: u32) {
     let tgid = current_tgid();
     let f_mode = unsafe { sw_file_mode(file) };
     let inode = unsafe { sw_file_inode(file) };
@@ -363,11 +446,18 @@ pub(crate) fn report_open(file: Ptr, via: u32) {
     // FMODE_WRITE covers O_WRONLY, O_RDWR and (with them) O_TRUNC; FMODE_CREATED, O_CREAT.
     let plain_read = f_mode & (FMODE_WRITE | FMODE_CREATED | FMODE_PATH) == 0;
     let always = unsafe { ALWAYS.get(InodeKey { dev, _pad: 0, ino }) }.is_some();
-    if f_mode & FMODE_WRITE != 0 {
-        // Its writes are this open's: the dirtying hook need not send them.
-        note_written(&written_key(tgid, dev, ino, start_ns, generation));
-    }
     let mut counted = 0;
+    if f_mode & FMODE_WRITE != 0 {
+        // Its writes are this open's: the dirtying hook need not send them, only that the
+        // file was modified.
+        let key = written_key(tgid, dev, ino, start_ns, generation);
+        if truncates(given, f_mode, inode) {
+            note_written(&key, MODIFIED);
+            counted = sandbox_watch_common::OPEN_MODIFIED;
+        } else {
+            note_written(&key, OPENED);
+        }
+    }
     if plain_read && !always {
         let key = ReadKey {
             tgid,

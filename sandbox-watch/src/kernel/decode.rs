@@ -61,6 +61,10 @@ pub struct FileOpen {
     pub read_counted: bool,
     /// Made through io_uring, seen at its completion (the syscall hooks' fallback).
     pub via_io_uring: bool,
+    /// An open for write: whether the file was changed by then (the open truncated it, or it
+    /// is a write seen where the kernel dirtied it); a later [`Event::FileModified`] says it
+    /// was changed after. None for other opens.
+    pub modified: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,6 +296,14 @@ pub enum Event<'a> {
         exit_code: u32,
     },
     FileOpen(FileOpen),
+    /// A file the process opened for write in this capture was written through after that
+    /// open (the newest such open of the inode).
+    FileModified {
+        header: Header,
+        dev: u32,
+        ino: u64,
+        generation: u32,
+    },
     Unlink(PathOp),
     Rename(PathOp),
     FailedOpen(FailedOpen),
@@ -373,6 +385,7 @@ impl Event<'_> {
             Event::Fork { header, .. } | Event::Exit { header, .. } => header,
             Event::Exec(e) => &e.header,
             Event::FileOpen(f) => &f.header,
+            Event::FileModified { header, .. } => header,
             Event::Unlink(p) | Event::Rename(p) => &p.header,
             Event::FailedOpen(f) => &f.header,
             Event::Link { op, .. } => &op.header,
@@ -537,13 +550,27 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
             let f: FileEvent = read(bytes).expect("length checked");
             let path = path_from_walk(take(kind, tail, f.path_len as usize)?);
             let read_counted = f.flags & common::READ_COUNTED != 0;
-            Event::FileOpen(file_open(hdr, &f, path, read_counted))
+            let mut open = file_open(hdr, &f, path, read_counted);
+            open.modified = (f.f_mode & common::abi::FMODE_WRITE != 0)
+                .then_some(f.flags & common::OPEN_MODIFIED != 0);
+            Event::FileOpen(open)
         }
         EventKind::InodeDirty => {
             // A write the capture saw no open for: an open for write of the inode's path.
             let f: FileEvent = read(bytes).expect("length checked");
             let path = inode_path(f.dev, f.ino, take(kind, tail, f.path_len as usize)?);
-            Event::FileOpen(file_open(hdr, &f, path, false))
+            let mut open = file_open(hdr, &f, path, false);
+            open.modified = Some(true);
+            Event::FileOpen(open)
+        }
+        EventKind::FileModified => {
+            let f: FileEvent = read(bytes).expect("length checked");
+            Event::FileModified {
+                header: hdr,
+                dev: f.dev,
+                ino: f.ino,
+                generation: f.generation,
+            }
         }
         EventKind::OpenFailed => {
             let f: FileEvent = read(bytes).expect("length checked");
@@ -908,6 +935,7 @@ fn file_open(header: Header, f: &FileEvent, path: String, read_counted: bool) ->
         path_truncated: f.flags & common::PATH_TRUNCATED != 0,
         read_counted,
         via_io_uring: f.flags & common::VIA_IO_URING != 0,
+        modified: None,
     }
 }
 
@@ -1470,13 +1498,14 @@ mod tests {
                     (e.path_len, e.argv_len) = (split, len - split);
                 }
             }),
-            EventKind::FileOpen | EventKind::OpenFailed | EventKind::InodeDirty => {
-                patch::<FileEvent>(&mut bytes, |f| {
-                    if fit {
-                        f.path_len = len;
-                    }
-                })
-            }
+            EventKind::FileOpen
+            | EventKind::OpenFailed
+            | EventKind::InodeDirty
+            | EventKind::FileModified => patch::<FileEvent>(&mut bytes, |f| {
+                if fit {
+                    f.path_len = len;
+                }
+            }),
             EventKind::Unlink | EventKind::Rename | EventKind::Link => {
                 patch::<FileEvent>(&mut bytes, |f| {
                     if fit {

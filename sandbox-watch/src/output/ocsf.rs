@@ -121,6 +121,7 @@ pub fn to_ocsf_on_host(
         | Record::NetTamper(_)
         | Record::FlowCount(_)
         | Record::FileCount(_)
+        | Record::FileModified(_)
         | Record::FileHash(_)
         | Record::Listening(_)
         | Record::GitRef(_)

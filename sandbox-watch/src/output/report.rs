@@ -95,7 +95,7 @@ pub struct ProbeInfo {
 pub const NOT_WATCHED: &[&str] = &[
     "removexattr; the results of io_uring's RENAMEAT, UNLINKAT, LINKAT, SYMLINKAT, MKDIRAT, SETXATTR and FSETXATTR requests (recorded when submitted, `via: io_uring`), and the file of an FSETXATTR on a fixed (registered) file",
     "that a delete removed another name of a credential or persistence file (a hard link to a key, removed by unlink or io_uring's UNLINKAT): a delete is judged by its path, as the name's inode is not known to the probe",
-    "the data read or written (never recorded), and reads through a descriptor or mapping the capture did not see opened: a file counts as read when it is opened for it, and written when it is opened for write or when a traced process dirties its data through any descriptor or shared mapping (once per process and file); such a write is not seen when it goes into pages still dirty from an earlier one and leaves the mtime unchanged (same timestamp tick), or into dirty pages by copy_file_range, splice, sendfile or io_uring",
+    "the data read or written (never recorded), and reads through a descriptor or mapping the capture did not see opened: a file counts as read when it is opened for it, and written when it is opened for write or when a traced process dirties its data through any descriptor or shared mapping (once per process and file); such a write is not seen when it goes into pages still dirty from an earlier one and leaves the mtime unchanged (same timestamp tick), or into dirty pages by copy_file_range, splice, sendfile or io_uring; an open for write's `modified` is true when a write call wrote through a descriptor of the file or the kernel dirtied its data after the open, or the open truncated it (O_TRUNC), and is false, wrongly, for an io_uring write into pages still dirty in the same tick or an io_uring O_TRUNC open that writes nothing",
     "the data of any connection or datagram (payloads are never recorded; DNS questions are decoded from UDP datagrams to port 53 sent by any API, not from TCP or other ports)",
     "AF_PACKET frames sent with PACKET_QDISC_BYPASS (they reach no net_dev tracepoint); unix-domain datagrams; vsock data, and vsock connects not made by connect(2) (io_uring)",
     "DNS answers, and names resolved without DNS (/etc/hosts)",
@@ -1100,9 +1100,24 @@ impl Report {
                 .len();
             distinct as u64 + folded.iter().filter_map(|f| f.folded).sum::<u64>()
         };
+        // Paths every open for write of which wrote nothing (`modified` false on each entry).
+        let mut unchanged = std::collections::BTreeMap::new();
+        for f in self.files.iter().filter(|f| {
+            f.op == Op::Write && f.result.is_none() && f.folded.is_none() && !not_a_file(f)
+        }) {
+            let only_opened = unchanged.entry(f.path.as_str()).or_insert(true);
+            *only_opened &= f.modified == Some(false);
+        }
+        let unchanged = unchanged.values().filter(|&&u| u).count();
+        let written = match unchanged {
+            0 => format!("{} written", count(Op::Write)),
+            n => format!(
+                "{} written ({n} of them opened for write and not written to)",
+                count(Op::Write)
+            ),
+        };
         s.push_str(&format!(
-            "- **Files**: {} written, {} created, {} removed, {} renamed, {} read\n",
-            count(Op::Write),
+            "- **Files**: {written}, {} created, {} removed, {} renamed, {} read\n",
             count(Op::Create),
             count(Op::Delete),
             count(Op::Rename),

@@ -137,6 +137,7 @@ fn named(pid: u32, op: Op, path: String) -> FileEntry {
         escalation: None,
         via: None,
         raced: None,
+        modified: None,
     }
 }
 
@@ -178,6 +179,9 @@ pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
         persistence: c.persistence,
         escalation: escalation_of_open(op, &open.path, open.magic),
         via: open.via_io_uring.then(|| "io_uring".into()),
+        modified: open
+            .modified
+            .filter(|_| matches!(op, Op::Write | Op::Create)),
         ..named(open.header.tgid, op, open.path.clone())
     }
 }

@@ -59,6 +59,9 @@ pub enum Record {
     FlowCount(FlowCount),
     /// At the end: a file entry's count, with the repeats the kernel counted.
     FileCount(FileCount),
+    /// A file a process opened for write was written through after that open: its entry's
+    /// `modified` becomes true. Written when the kernel first sees the write.
+    FileModified(FileModified),
     /// At the end: the sha256 of a written path as it was then.
     FileHash(FileHash),
     /// At the end: whether a listener still listens.
@@ -101,6 +104,7 @@ impl Record {
             Record::NetTamper(_) => "net_tamper",
             Record::FlowCount(_) => "flow_count",
             Record::FileCount(_) => "file_count",
+            Record::FileModified(_) => "file_modified",
             Record::FileHash(_) => "file_hash",
             Record::Listening(_) => "listening",
             Record::GitRef(_) => "git_ref",
@@ -129,6 +133,7 @@ impl Record {
             Record::NetTamper(t) => Some(t.pid),
             Record::FlowCount(c) => Some(c.pid),
             Record::FileCount(c) => Some(c.pid),
+            Record::FileModified(m) => Some(m.pid),
             Record::Listening(l) => Some(l.pid),
             Record::GitConfig(c) => Some(c.pid),
             Record::Violation(v) => v.pid,
@@ -393,6 +398,17 @@ pub struct FileCount {
     #[serde(default)]
     pub ino: Option<u64>,
     pub count: u64,
+}
+
+/// See [`Record::FileModified`]: the entry is the newest `file` record of this process with
+/// this inode that has `modified`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileModified {
+    pub pid: u32,
+    /// The entry's path (null when the capture had no entry for it: its open was lost).
+    pub path: Option<String>,
+    pub dev: String,
+    pub ino: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::tool_calls::ToolCallRef;
 
-use crate::record::{FileCount, FileHash, Op};
+use crate::record::{FileCount, FileHash, FileModified, Op};
 
 /// Files larger than this are not hashed at the end (the entry says so).
 pub const HASH_LIMIT: u64 = 64 << 20;
@@ -108,6 +108,13 @@ pub struct FileEntry {
     /// are what they gave at its exit; the kernel used one of the two. A `tamper` finding.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub raced: Option<RacedPaths>,
+    /// An open for write (`write`, `create`): whether the process changed the file after
+    /// this open (a write call that wrote, a store into a mapping, an io_uring write: the
+    /// kernel dirtied its data) or by it (an O_TRUNC open of a file that was there). False:
+    /// opened for write and not written through in the capture. Written false at the open; a
+    /// later `file_modified` record makes it true. Absent in logs from before it was kept.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub modified: Option<bool>,
 }
 
 /// See [`FileEntry::raced`]: the entry's fields of the same names, as the call's entry gave
@@ -306,6 +313,27 @@ impl Files {
         Some(i)
     }
 
+    /// The entry a `file_modified` record (or the kernel's record it comes from) is about: the
+    /// newest open for write of that inode by that pid.
+    pub fn opened_for_write(&self, pid: u32, dev: &str, ino: u64) -> Option<usize> {
+        let dev = Some(dev);
+        self.of_pid(pid)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .find(|&i| {
+                let f = &self.entries[i];
+                f.modified.is_some() && f.ino == Some(ino) && f.dev.as_deref() == dev
+            })
+    }
+
+    /// A `file_modified`: its entry was written through.
+    pub fn modified(&mut self, m: &FileModified) -> Option<usize> {
+        let i = self.opened_for_write(m.pid, &m.dev, m.ino)?;
+        self.entries[i].modified = Some(true);
+        Some(i)
+    }
+
     /// A `file_hash`: what a written path held at the end.
     pub fn hash(&mut self, h: &FileHash) {
         self.hashes
@@ -476,6 +504,44 @@ mod tests {
             sum.as_deref(),
             Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         );
+    }
+
+    /// A `file_modified` makes the newest open for write of its process and inode modified,
+    /// not an older one, a read, or another process's.
+    #[test]
+    fn a_file_modified_marks_the_newest_open_for_write_of_its_inode() {
+        let entry = |pid: u32, op: Op, modified: Option<bool>| {
+            let mut e: FileEntry = serde_json::from_value(serde_json::json!({
+                "pid": pid, "op": "read", "path": "/w/f", "dev": "254:0", "ino": 7,
+                "credential": false, "persistence": false,
+            }))
+            .unwrap();
+            (e.op, e.modified) = (op, modified);
+            e
+        };
+        let mut files = Files::default();
+        files.file(1, &entry(10, Op::Write, Some(false)));
+        files.file(1, &entry(10, Op::Write, Some(false)));
+        files.file(1, &entry(10, Op::Read, None));
+        files.file(2, &entry(11, Op::Write, Some(false)));
+        let m = FileModified {
+            pid: 10,
+            path: Some("/w/f".into()),
+            dev: "254:0".into(),
+            ino: 7,
+        };
+        assert_eq!(files.modified(&m), Some(1));
+        let got: Vec<_> = files.entries.iter().map(|e| e.modified).collect();
+        assert_eq!(got, [Some(false), Some(true), None, Some(false)]);
+        // Another inode, or a process with no open for write of it: no entry.
+        assert_eq!(
+            files.modified(&FileModified {
+                ino: 8,
+                ..m.clone()
+            }),
+            None
+        );
+        assert_eq!(files.modified(&FileModified { pid: 12, ..m }), None);
     }
 
     #[test]

@@ -185,6 +185,10 @@ impl Session {
                 .files
                 .count(c)
                 .map_or(Applied::Other, |i| Applied::File(Added::New(i))),
+            Record::FileModified(m) => self
+                .files
+                .modified(m)
+                .map_or(Applied::Other, |i| Applied::File(Added::Repeat(i))),
             Record::FileHash(h) => {
                 self.files.hash(h);
                 Applied::Other

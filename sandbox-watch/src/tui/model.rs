@@ -631,6 +631,13 @@ pub(crate) fn summarize(r: &Record) -> String {
             c.path,
             c.count
         ),
+        Record::FileModified(m) => format!(
+            "pid {} wrote to {}",
+            m.pid,
+            m.path
+                .clone()
+                .unwrap_or_else(|| format!("inode {} on {}", m.ino, m.dev))
+        ),
         Record::Mount(m) => format!("pid {} {}", m.pid, m.line()),
         Record::Violation(v) => v.summary.clone(),
         Record::Tamper(t) => format!("TAMPER: {}", t.summary),
