@@ -284,14 +284,36 @@ fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
         return 0;
     }
     let ret = unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(-1);
-    if ret < 0 && missing(ret) {
+    if ret < 0 {
+        if missing(ret) {
+            return 0;
+        }
+        // No file to read.
+        let (dirfd, name, flags) = given(args);
+        report_failed_open(dirfd, name, flags, ret as i32);
         return 0;
     }
-    // The path and flags as the caller gave them (still in the saved registers at the exit;
-    // openat2's flags in the caller's memory).
+    let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
+    if file.is_null() {
+        return 0;
+    }
+    // The flags matter only to an open for write (an O_TRUNC in them).
+    let flags = if unsafe { sw_file_mode(file) } & FMODE_WRITE != 0 {
+        given(args).2
+    } else {
+        0
+    };
+    report_open(file, 0, flags);
+    0
+}
+
+/// The directory fd, path and flags an open was given: still in the saved registers at the
+/// exit (openat2's flags in the caller's memory).
+#[inline(always)]
+fn given(args: Args) -> (i64, u64, u32) {
     let mut a = [0u64; 4];
     unsafe { sw_syscall_args(a.as_mut_ptr()) };
-    let (dirfd, name, flags) = match args {
+    match args {
         Args::DirNameFlags => (a[0] as i32 as i64, a[1], a[2] as u32),
         Args::NameFlags => (AT_FDCWD, a[0], a[1] as u32),
         Args::Name => (AT_FDCWD, a[0], O_WRONLY_CREAT_TRUNC),
@@ -302,17 +324,7 @@ fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
             }
             (a[0] as i32 as i64, a[1], flags as u32)
         }
-    };
-    if ret < 0 {
-        // No file to read.
-        report_failed_open(dirfd, name, flags, ret as i32);
-        return 0;
     }
-    let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
-    if !file.is_null() {
-        report_open(file, 0, flags);
-    }
-    0
 }
 
 /// ENOENT or ENOTDIR: the file is not there. Every program looks for many files that are not

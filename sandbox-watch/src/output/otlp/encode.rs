@@ -275,7 +275,10 @@ fn fast_record(line: &[u8], observed_ns: u64, buf: &mut Vec<u8>) -> bool {
         }
     }
     if let Some(p) = &f.path
-        && matches!(kind, "file" | "file_failed" | "file_count" | "file_hash")
+        && matches!(
+            kind,
+            "file" | "file_failed" | "file_count" | "file_hash" | "file_modified"
+        )
     {
         put_kv_str(buf, "file.path", p);
     }

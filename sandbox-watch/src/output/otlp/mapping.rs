@@ -231,7 +231,7 @@ pub fn log_record(line: &[u8], observed_ns: u64) -> LogRecord {
         ));
     }
     match kind {
-        "file" | "file_failed" | "file_count" | "file_hash" => {
+        "file" | "file_failed" | "file_count" | "file_hash" | "file_modified" => {
             if let Some(p) = s("path") {
                 attrs.push(kv("file.path", string(p)));
             }
