@@ -14,8 +14,6 @@
 //! - `sendfile64`, `splice`, `copy_file_range`, `tee`, `vmsplice`: counted, not carried (a
 //!   record with `ret` and `OUTPUT_NOT_CARRIED`), so the stream's byte count stays right and
 //!   its hash is known to be incomplete.
-//! - A write that wrote to another file tells `probes/files.rs` (an open for write of it was
-//!   written through: `FileModified`).
 //! - Not seen at all: io_uring writes, and writes by a process not traced (an untraced
 //!   process given the traced one's pipe writes as itself).
 //!
@@ -102,8 +100,6 @@ fn start(ctx: &TracePointContext, fd_arg: usize, via: u32) -> Option<(OutputEven
         _ => unsafe { sw_current_std_stream(fd) },
     };
     if stream == 0 {
-        // A file: an open for write of it in this capture was written through.
-        super::files::wrote(tgid, start_ns, fd);
         return None;
     }
     let ev = OutputEvent {
