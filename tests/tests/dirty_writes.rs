@@ -370,8 +370,9 @@ fn a_file_truncated_by_its_open_is_one_write_entry() {
 /// opens in a row, true for both (the second write lands in a page the first left dirty, in
 /// the same clock tick, and does not grow the file: it dirties nothing, so only the write's
 /// exit sees it); stored to through a shared mapping (no write call), true; created and not
-/// written, false; and /proc/self/comm written (procfs dirties nothing), true. The summary counts the path only opened for write. Fails
-/// on 6f7ee19 (no `modified`); the rewrite and comm cases fail without the write exit's part.
+/// written, false; and /proc/self/comm written (procfs dirties nothing), true. The summary
+/// counts the path only opened for write. Fails on 6f7ee19 (no `modified`); the rewrite and
+/// comm cases fail without `sys_exit_file_writes` (checked by taking its call out).
 #[test]
 fn an_open_for_write_says_whether_the_file_was_changed() {
     let (_d, home, _) = home();
