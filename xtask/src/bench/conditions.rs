@@ -211,12 +211,16 @@ pub(super) fn tail_of(path: &Path) -> String {
 
 /// Waits (up to 30 s) until no sandbox-watch process is left: a monitor that has exited leaves
 /// the slow detach of its programs to a child, and until that child is gone its tracepoints
-/// would be in the next condition's run (the unmonitored one included).
+/// would be in the next condition's run (the unmonitored one included). Then writes back what
+/// the runs before left dirty (a traced run's log, the write storm's files): the kernel would
+/// otherwise write it back during this run, which one depending on the order of the round.
 fn settle() {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < until && !sandbox_watch_processes().is_empty() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
 }
 
 fn sandbox_watch_processes() -> Vec<u32> {
