@@ -181,9 +181,23 @@ pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
         via: open.via_io_uring.then(|| "io_uring".into()),
         modified: open
             .modified
-            .filter(|_| matches!(op, Op::Write | Op::Create)),
+            .filter(|&m| matches!(op, Op::Write | Op::Create) && (m || writes_seen(open))),
         ..named(open.header.tgid, op, open.path.clone())
     }
+}
+
+/// Whether the probe sees every write to this open's file as the kernel dirtying its inode, so
+/// that an open for write with none is "not written to" (`modified: false`): a regular file of
+/// ext2/3/4, xfs, btrfs or tmpfs. Not overlayfs (the inode dirtied is the upper layer's, not
+/// the one opened), procfs, sysfs or device files (their writes dirty nothing): no
+/// `modified` there, unless the open itself truncated the file.
+fn writes_seen(open: &FileOpen) -> bool {
+    let device = open.path.starts_with("/dev/") && !open.path.starts_with("/dev/shm/");
+    !device
+        && matches!(
+            classify::fs_name(open.magic),
+            "ext2/3/4" | "xfs" | "btrfs" | "tmpfs"
+        )
 }
 
 /// A write-open of a kernel helper setting (`judge::escalation`).

@@ -294,7 +294,7 @@ impl Files {
     }
 
     /// The entries of every process that had this pid, oldest first.
-    pub fn of_pid(&self, pid: u32) -> impl Iterator<Item = usize> + '_ {
+    pub fn of_pid(&self, pid: u32) -> impl DoubleEndedIterator<Item = usize> + '_ {
         self.by_pid
             .get(&pid)
             .into_iter()
@@ -317,14 +317,10 @@ impl Files {
     /// newest open for write of that inode by that pid.
     pub fn opened_for_write(&self, pid: u32, dev: &str, ino: u64) -> Option<usize> {
         let dev = Some(dev);
-        self.of_pid(pid)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .find(|&i| {
-                let f = &self.entries[i];
-                f.modified.is_some() && f.ino == Some(ino) && f.dev.as_deref() == dev
-            })
+        self.of_pid(pid).rev().find(|&i| {
+            let f = &self.entries[i];
+            f.modified.is_some() && f.ino == Some(ino) && f.dev.as_deref() == dev
+        })
     }
 
     /// A `file_modified`: its entry was written through.
