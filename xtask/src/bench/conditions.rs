@@ -209,36 +209,62 @@ pub(super) fn tail_of(path: &Path) -> String {
 
 // ---------------------------------------------------------------- conditions
 
-/// Waits (up to 30 s) until no sandbox-watch process is left: a monitor that has exited leaves
-/// the slow detach of its programs to a child, and until that child is gone its tracepoints
-/// would be in the next condition's run (the unmonitored one included). Then writes back what
-/// the runs before left dirty (a traced run's log, the write storm's files): the kernel would
-/// otherwise write it back during this run, which one depending on the order of the round.
-fn settle() {
+/// Waits (up to 30 s) until no process of a sandbox-watch binary under test (this build's or
+/// `--baseline`'s) is left but `live`, the monitor an outside run is measured beside: a monitor
+/// that has exited leaves the slow detach of its programs to a child, and until that child is
+/// gone its tracepoints would be in the next condition's run (the unmonitored one included).
+/// Processes are known by their executable, not their name: a baseline copied to another name
+/// is waited for too, and an outside run's own monitor is not (it would be a 30 s wait that
+/// only this build's outside runs had). Then writes back what the runs before left dirty (a
+/// traced run's log, the write storm's files): the kernel would otherwise write it back during
+/// this run, which one depending on the order of the round.
+fn settle(ctx: &Ctx, live: Option<u32>) {
+    let binaries: Vec<PathBuf> = std::iter::once(&ctx.sw)
+        .chain(ctx.baseline.as_ref())
+        .filter_map(|b| std::fs::canonicalize(b).ok())
+        .collect();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < until && !sandbox_watch_processes().is_empty() {
+    while std::time::Instant::now() < until
+        && monitor_processes(&binaries)
+            .into_iter()
+            .any(|pid| Some(pid) != live)
+    {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
 }
 
-fn sandbox_watch_processes() -> Vec<u32> {
+/// Processes running one of `binaries` (a monitor, or the child that detaches its programs).
+fn monitor_processes(binaries: &[PathBuf]) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
         .filter_map(|e| {
             let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-            (comm.trim() == "sandbox-watch").then_some(pid)
+            let exe = std::fs::read_link(e.path().join("exe")).ok()?;
+            // A binary rebuilt while it runs reads "PATH (deleted)".
+            let exe = exe.to_str()?;
+            let exe = Path::new(exe.strip_suffix(" (deleted)").unwrap_or(exe));
+            binaries.iter().any(|b| b == exe).then_some(pid)
         })
         .collect()
 }
 
 /// A workload run directly (or under `prefix`, e.g. strace), timed by bench-helper.
 pub(super) fn run_bare(ctx: &mut Ctx, w: Workload, prefix: &[&str]) -> anyhow::Result<Sample> {
-    settle();
+    run_bare_beside(ctx, w, prefix, None)
+}
+
+/// [`run_bare`] while `live` (a monitor watching something else) runs.
+fn run_bare_beside(
+    ctx: &mut Ctx,
+    w: Workload,
+    prefix: &[&str],
+    live: Option<u32>,
+) -> anyhow::Result<Sample> {
+    settle(ctx, live);
     let dir = ctx.scratch()?;
     let out = dir.join("timed.json");
     let argv = w.argv(ctx, &dir);
@@ -313,7 +339,7 @@ pub(super) fn monitor(
 
 /// The workload traced by `sandbox-watch run --headless --report R --log L`.
 pub(super) fn run_traced(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Result<(Sample, Value)> {
-    settle();
+    settle(ctx, None);
     let dir = ctx.scratch()?;
     let (out, report, log, errs) = (
         dir.join("timed.json"),
@@ -376,7 +402,7 @@ pub(super) fn monitor_rss_kb(ru: &libc::rusage, kids_maxrss_kb: i64, sampled_kb:
 
 /// The workload runs untraced while `sandbox-watch attach` watches an idle `sleep`.
 pub(super) fn run_outside(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Result<Sample> {
-    settle();
+    settle(ctx, None);
     let dir = ctx.scratch()?;
     let (report, log, errs) = (
         dir.join("report.json"),
@@ -414,7 +440,7 @@ pub(super) fn run_outside(ctx: &mut Ctx, sw: &Path, w: Workload) -> anyhow::Resu
         std::thread::sleep(Duration::from_millis(5));
     }
     let attached_cpu_ms = threads_cpu_ns(mon.pid()).map(|ns| ns as f64 / 1e6);
-    let sample = run_bare(ctx, w, &[]);
+    let sample = run_bare_beside(ctx, w, &[], Some(mon.pid()));
     signal(mon.pid(), libc::SIGTERM);
     let (_, ru) = mon.wait4()?;
     let watched = watcher.finish();
