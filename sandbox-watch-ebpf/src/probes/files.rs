@@ -237,9 +237,11 @@ fn exit_open_by_handle(ctx: &TracePointContext) -> u32 {
     let file = unsafe { sw_task_fd_file(current_task(), ret as u32) };
     if !file.is_null() {
         // open_by_handle_at(mount_fd, handle, flags)
-        let mut a = [0u64; 4];
-        unsafe { sw_syscall_args(a.as_mut_ptr()) };
-        report_open(file, 0, a[2] as u32);
+        report_open(file, 0, || {
+            let mut a = [0u64; 4];
+            unsafe { sw_syscall_args(a.as_mut_ptr()) };
+            a[2] as u32
+        });
     }
     0
 }
@@ -278,13 +280,7 @@ fn exit_open(ctx: &TracePointContext, args: Args) -> u32 {
     if file.is_null() {
         return 0;
     }
-    // The flags matter only to an open for write (an O_TRUNC in them).
-    let flags = if unsafe { sw_file_mode(file) } & FMODE_WRITE != 0 {
-        given(args).2
-    } else {
-        0
-    };
-    report_open(file, 0, flags);
+    report_open(file, 0, || given(args).2);
     0
 }
 
@@ -362,7 +358,7 @@ pub fn security_file_open(ctx: FEntryContext) -> u32 {
     let file: Ptr = ctx.arg(0);
     // FMODE_CREATED in f_mode says "created"; an O_TRUNC has not truncated yet (the exit,
     // `do_sys_openat2_exit`, tells it).
-    report_open(file, 0, 0);
+    report_open(file, 0, || 0);
     0
 }
 
@@ -404,7 +400,7 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
         let f_mode = unsafe { sw_file_mode(file) };
         // O_PATH opens never reach `security_file_open`: they are sent from here.
         if f_mode & FMODE_PATH != 0 {
-            report_open(file, 0, 0);
+            report_open(file, 0, || 0);
         } else if f_mode & FMODE_WRITE != 0 {
             // Reported at `security_file_open`, before an O_TRUNC truncated it.
             truncated_after_report(file, f_mode, flags as u32);
@@ -424,9 +420,10 @@ pub fn do_sys_openat2_exit(ctx: FExitContext) -> u32 {
 /// name (then it is only counted). O_PATH opens (no read, no write) and opens of `ALWAYS`
 /// inodes are always sent. `via` goes into the record's flags ([`VIA_IO_URING`] for an open
 /// seen at its io_uring completion). `given`: the flags the call was given, where the hook has
-/// them (an O_TRUNC in them is told apart: `truncates`), else 0.
+/// them (an O_TRUNC in them is told apart: `truncates`), else 0; asked for only of an open for
+/// write, the one they matter to.
 #[inline(always)]
-pub(crate) fn report_open(file: Ptr, via: u32, given: u32) {
+pub(crate) fn report_open(file: Ptr, via: u32, given: impl FnOnce() -> u32) {
     let tgid = current_tgid();
     let f_mode = unsafe { sw_file_mode(file) };
     let inode = unsafe { sw_file_inode(file) };
@@ -444,7 +441,7 @@ pub(crate) fn report_open(file: Ptr, via: u32, given: u32) {
         // Its writes are this open's: the dirtying hook need not send them, only that the
         // file was modified.
         let key = written_key(tgid, dev, ino, start_ns, generation);
-        if truncates(given, f_mode, inode) {
+        if truncates(given(), f_mode, inode) {
             note_written(&key, MODIFIED);
             counted = sandbox_watch_common::OPEN_MODIFIED;
         } else {

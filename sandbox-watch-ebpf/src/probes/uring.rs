@@ -103,7 +103,7 @@ pub fn io_uring_complete(ctx: BtfTracePointContext) -> i32 {
         unsafe { sw_uring_slot_file(req, slot as u32) }
     };
     if !file.is_null() {
-        report_open(file, VIA_IO_URING, 0);
+        report_open(file, VIA_IO_URING, || 0);
     }
     0
 }
