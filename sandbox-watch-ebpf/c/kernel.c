@@ -204,6 +204,13 @@ SW_INLINE struct file *sw_current_fd_file(u32 fd, struct file **std)
 	return file;
 }
 
+// The inode of the current task's `fd`, or NULL.
+SW_INLINE void *sw_current_fd_inode(u32 fd)
+{
+	struct file *file = sw_current_fd_file(fd, NULL);
+	return file ? BPF_CORE_READ(file, f_inode) : NULL;
+}
+
 // Which of the program's streams a write to `fd` went to, given the inodes its fd 1 and 2 had
 // at its exec: the file written now is that stdout's (1) or that stderr's (2) inode, or
 // neither (0). A shell's `printf x >&2` writes to fd 1 while fd 1 is a dup of fd 2: stderr.

@@ -23,6 +23,7 @@ unsafe extern "C" {
     pub fn sw_task_fd_file(task: Ptr, fd: u32) -> Ptr;
     pub fn sw_task_fd_inode(task: Ptr, fd: u32) -> Ptr;
     pub fn sw_current_start_ns() -> u64;
+    pub fn sw_current_fd_inode(fd: u32) -> Ptr;
     pub fn sw_current_stream_of(fd: u32, out: Ptr, err: Ptr) -> u32;
     pub fn sw_current_std_stream(fd: u32) -> u32;
     pub fn sw_bprm_filename(bprm: Ptr) -> *const u8;

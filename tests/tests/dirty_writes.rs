@@ -366,11 +366,14 @@ fn a_file_truncated_by_its_open_is_one_write_entry() {
 
 /// An open for write says whether the process changed the file (`modified`), in /tmp (ext4
 /// here, tmpfs in the 6.1 guest) and /dev/shm (tmpfs): opened and closed, false; written once,
-/// true; truncated by an O_TRUNC open and not written, true; stored to through a shared
-/// mapping (no write call), true; created and not written, false. /proc/self/comm opened for
-/// write and written: no `modified` (procfs dirties no inode, so "not written" would be a
-/// guess). The summary counts the path only opened for write. Fails on 6f7ee19 (no
-/// `modified`).
+/// true; truncated by an O_TRUNC open and not written, true; its first byte rewritten by two
+/// opens in a row, true for both (the second write lands in a page the first left dirty, in
+/// the same clock tick, and does not grow the file: it dirties nothing, so only the write's
+/// exit sees it); stored to through a shared mapping (no write call), true; created and not
+/// written, false. /proc/self/comm opened for write and written: no `modified` (procfs
+/// dirties no inode, so "not written" would be a guess there). The summary counts the path
+/// only opened for write. Fails on 6f7ee19 (no `modified`); the rewrite case fails without
+/// `sys_exit_file_writes` (564bb62) when its two writes fall in the same clock tick.
 #[test]
 fn an_open_for_write_says_whether_the_file_was_changed() {
     let (_d, home, _) = home();
@@ -379,7 +382,7 @@ fn an_open_for_write_says_whether_the_file_was_changed() {
         .map(|d| tempfile::tempdir_in(d).unwrap())
         .collect();
     for d in &dirs {
-        for name in ["opened", "written", "truncated", "mapped"] {
+        for name in ["opened", "written", "truncated", "rewritten", "mapped"] {
             std::fs::write(d.path().join(name), "old contents\n".repeat(100)).unwrap();
         }
     }
@@ -390,6 +393,8 @@ fn an_open_for_write_says_whether_the_file_was_changed() {
             os.close(os.open(p('opened'), os.O_WRONLY))\n    \
             fd = os.open(p('written'), os.O_WRONLY); os.write(fd, b'x'); os.close(fd)\n    \
             os.close(os.open(p('truncated'), os.O_WRONLY | os.O_TRUNC))\n    \
+            for b in (b'a', b'b'):\n        \
+                fd = os.open(p('rewritten'), os.O_WRONLY); os.pwrite(fd, b, 0); os.close(fd)\n    \
             fd = os.open(p('mapped'), os.O_RDWR); m = mmap.mmap(fd, 0); m[0:6] = b'mapped'; m.close(); os.close(fd)\n    \
             os.close(os.open(p('created'), os.O_WRONLY | os.O_CREAT))\n\
         fd = os.open('/proc/self/comm', os.O_WRONLY); os.write(fd, b'renamed'); os.close(fd)\n";
@@ -404,10 +409,11 @@ fn an_open_for_write_says_whether_the_file_was_changed() {
         assert_eq!(std::fs::metadata(at("truncated")).unwrap().len(), 0);
         assert_eq!(&std::fs::read(at("mapped")).unwrap()[..6], b"mapped");
         // Each entry's `modified`, by file: what the capture says, what it should say.
-        let cases: [(&str, &str, &[bool]); 5] = [
+        let cases: [(&str, &str, &[bool]); 6] = [
             ("opened", "write", &[false]),
             ("written", "write", &[true]),
             ("truncated", "write", &[true]),
+            ("rewritten", "write", &[true, true]),
             ("mapped", "write", &[true]),
             ("created", "create", &[false]),
         ];
@@ -422,7 +428,7 @@ fn an_open_for_write_says_whether_the_file_was_changed() {
             assert_eq!(got, want, "{}", at(name).display());
         }
     }
-    // procfs dirties no inode: the probe cannot tell, and says nothing.
+    // procfs dirties no inode: the probe says nothing there.
     let comm: Vec<&Value> = r
         .files()
         .iter()

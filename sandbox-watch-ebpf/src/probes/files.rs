@@ -17,7 +17,7 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_kernel_str,
         bpf_probe_read_user, bpf_probe_read_user_str,
     },
-    macros::{btf_tracepoint, fentry, fexit, map},
+    macros::{btf_tracepoint, fentry, fexit, map, tracepoint},
     maps::{HashMap, LruHashMap},
     programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
@@ -111,6 +111,59 @@ fn modified(key: &ReadKey) {
         ..Default::default()
     };
     submit_value(EventKind::FileModified, &mut e);
+}
+
+// ---- writes: at the exit of the write calls ----
+//
+// `sys_exit_file_writes`, one program the loader attaches to the exits of write(2), pwrite64,
+// writev, pwritev, pwritev2, sendfile, splice and copy_file_range (the output probe's calls,
+// `probes/output.rs`, which has programs of its own on them: one more there would make 6.1's
+// verifier give up on them). A write into pages still dirty from a write in the same clock
+// tick dirties nothing, nor does one to a procfs or sysfs file, so the dirtying hook alone
+// would miss them.
+
+/// x86-64 numbers of the calls whose descriptor written to is not their first argument:
+/// sendfile(out_fd, …) has it first like write(2); splice and copy_file_range third.
+const SPLICE: i32 = 275;
+const COPY_FILE_RANGE: i32 = 326;
+
+#[tracepoint]
+pub fn sys_exit_file_writes(ctx: TracePointContext) -> u32 {
+    let tgid = current_tgid();
+    if !is_traced(tgid) {
+        return 0;
+    }
+    if unsafe { ctx.read_at::<i64>(RET) }.unwrap_or(0) <= 0 {
+        return 0;
+    }
+    // `struct syscall_trace_exit { struct trace_entry ent; int nr; long ret; }`
+    let nr = unsafe { ctx.read_at::<i32>(8) }.unwrap_or(-1);
+    let mut a = [0u64; 4];
+    unsafe { sw_syscall_args(a.as_mut_ptr()) };
+    let fd = if nr == SPLICE || nr == COPY_FILE_RANGE {
+        a[2]
+    } else {
+        a[0]
+    };
+    wrote(tgid, unsafe { sw_current_start_ns() }, fd as u32);
+    0
+}
+
+/// A traced task's write call wrote to `fd`: an open for write of its file in this capture,
+/// with nothing written yet, is modified.
+#[inline(always)]
+fn wrote(tgid: u32, start_ns: u64, fd: u32) {
+    let inode = unsafe { sw_current_fd_inode(fd) };
+    if inode.is_null() {
+        return;
+    }
+    let dev = unsafe { sw_inode_dev(inode) };
+    let ino = unsafe { sw_inode_ino(inode) };
+    let generation = unsafe { sw_inode_generation(inode) };
+    let key = written_key(tgid, dev, ino, start_ns, generation);
+    if unsafe { WRITTEN.get(key) }.copied() == Some(OPENED) {
+        modified(&key);
+    }
 }
 
 // ---- writes: where the kernel dirties the inode ----

@@ -241,6 +241,14 @@ const PROGRAMS: &[Program] = &[
         gap: Some("attribute calls' names rewritten during the call"),
         open_fallback: false,
     },
+    // Whether an open for write was written through (probes/files.rs): one program on the
+    // exits of the write calls.
+    Program {
+        name: "sys_exit_file_writes",
+        hook: Hook::Syscalls(FILE_WRITE_CALLS, Absent::Quiet),
+        gap: Some("write calls into pages still dirty from the same clock tick, as making an open for write `modified`"),
+        open_fallback: false,
+    },
     Program {
         name: "writeback_mark_inode_dirty",
         hook: Hook::Btf("writeback_mark_inode_dirty"),
@@ -258,6 +266,18 @@ const PROGRAMS: &[Program] = &[
 /// BTF tracepoints with another name on older kernels (same arguments first): (name, older
 /// name). io_uring_submit_sqe(req, force_nonblock) became io_uring_submit_req(req) in 6.2.
 const BTF_RENAMED: &[(&str, &str)] = &[("io_uring_submit_req", "io_uring_submit_sqe")];
+
+/// The exits `sys_exit_file_writes` is attached to: the calls that write to a descriptor.
+const FILE_WRITE_CALLS: &[&str] = &[
+    "sys_exit_write",
+    "sys_exit_pwrite64",
+    "sys_exit_writev",
+    "sys_exit_pwritev",
+    "sys_exit_pwritev2",
+    "sys_exit_sendfile64",
+    "sys_exit_splice",
+    "sys_exit_copy_file_range",
+];
 
 /// The entries `sys_enter_attr` is attached to: those of [`ATTR_CALLS`] that take a name from
 /// the caller's memory (fchmod, fchown and ftruncate take none).
