@@ -186,8 +186,9 @@ pub fn open(classifier: &Classifier, open: &FileOpen) -> FileEntry {
     }
 }
 
-/// Whether the probe sees every write to this open's file as the kernel dirtying its inode, so
-/// that an open for write with none is "not written to" (`modified: false`): a regular file of
+/// Whether the probe sees every change to this open's file (a write call's exit, and the
+/// kernel dirtying its inode for stores and io_uring writes), so that an open for write with
+/// none is "not written to" (`modified: false`): a regular file of
 /// ext2/3/4, xfs, btrfs or tmpfs. Not overlayfs (the inode dirtied is the upper layer's, not
 /// the one opened), procfs, sysfs or device files (their writes dirty nothing): no
 /// `modified` there, unless the open itself truncated the file.

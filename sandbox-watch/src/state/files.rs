@@ -111,9 +111,10 @@ pub struct FileEntry {
     /// An open for write (`write`, `create`): whether the process changed the file after
     /// this open (a write call wrote through a descriptor of it, or the kernel dirtied its
     /// data: a store into a mapping, an io_uring write) or by it (an O_TRUNC open of a regular
-    /// file that was there). False: opened for write and no change seen in the capture; said only where writes dirty the
-    /// inode opened (`record::from_kernel::writes_seen`), absent elsewhere. Written false at
-    /// the open; a later `file_modified` record makes it true. Absent in older logs.
+    /// file that was there). False: opened for write and no change seen in the capture; said
+    /// only where writes dirty the inode opened (`record::from_kernel::writes_seen`), absent
+    /// elsewhere. Written false at the open; a later `file_modified` record makes it true.
+    /// Absent in older logs.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub modified: Option<bool>,
 }
